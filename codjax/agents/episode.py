@@ -1,0 +1,171 @@
+"""Episodes and the lock-step episode runner.
+
+An ``Episode`` is one conversation with one environment (a solve-task episode) or one single-turn
+update-context episode. Many episodes advance in lock step: each turn, the runner gathers the active
+episodes of every workflow, asks the ``Backend`` once for all their next assistant messages, and feeds each
+reply back to its workflow (which steps its environment and appends the next user turn).
+
+Backends produce the assistant text. ``PolicyBackend`` wraps a scripted ``TextPolicy`` (experts, random
+baselines). Token backends (``codjax.agents.token_backend.EngineBackend``) drive a ``RolloutEngine`` and also
+record, per episode, the token sequence as generated, the loss mask over assistant tokens and the rollout
+logprobs ("token in, token out": generated tokens are never re-tokenized).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import random
+from typing import Any, Protocol, Sequence
+
+from codjax.envs.base import StepResult, TaskEnv, Turn
+
+
+@dataclasses.dataclass
+class Episode:
+  """One conversation. Token fields are filled by token backends (empty for text-only backends)."""
+
+  kind: str  # "solve" | "update" | "orbit"
+  position: int  # pack position (solve: task index; update: index of the task it summarizes)
+  pack_id: int = 0
+  repeat_id: int = 0
+  env_name: str = ""
+  messages: list[dict[str, str]] = dataclasses.field(default_factory=list)
+  reward: float = 0.0  # final training reward of the episode (after penalties)
+  raw_reward: float = 0.0  # raw outcome before length penalties
+  format_error: bool = False
+  done: bool = False
+  num_turns: int = 0
+  feedback: str = ""
+  info: dict[str, Any] = dataclasses.field(default_factory=dict)
+  # token-level record ("token in, token out")
+  tokens: list[int] = dataclasses.field(default_factory=list)
+  loss_mask: list[int] = dataclasses.field(default_factory=list)
+  logprobs: list[float] = dataclasses.field(default_factory=list)
+  response_token_counts: list[int] = dataclasses.field(default_factory=list)
+  truncated: bool = False  # a response hit max_tokens or the prompt budget was exhausted
+  truncation_reason: str = ""
+  # set by a token backend when the conversation no longer fits the prompt budget: the workflow then ends
+  # the episode (raw outcome 0) instead of generating
+  budget_exhausted: bool = False
+  # opaque per-episode state of a token backend (e.g. a KV-cache slot id)
+  backend_state: Any = None
+
+  @property
+  def num_loss_tokens(self) -> int:
+    return int(sum(self.loss_mask))
+
+  def add_message(self, role: str, content: str) -> None:
+    self.messages.append({"role": role, "content": content})
+
+
+class Backend(Protocol):
+  """Produces the next assistant message for each episode (each ends with a user message)."""
+
+  def respond(self, episodes: Sequence[Episode]) -> list[str]:
+    ...
+
+  def release(self, episode: Episode) -> None:
+    """Called once when an episode ends (frees per-episode resources such as cache slots)."""
+    ...
+
+
+class PolicyBackend:
+  """A backend over a scripted text policy (``codjax.envs.experts.TextPolicy``)."""
+
+  def __init__(self, policy, seed: int = 0):
+    self.policy = policy
+    self._seed = seed
+    self._calls = 0
+
+  def respond(self, episodes: Sequence[Episode]) -> list[str]:
+    out = []
+    for ep in episodes:
+      # one stream per (episode identity, turn) so results do not depend on batch composition
+      rng = random.Random(f"{self._seed}/{ep.pack_id}/{ep.repeat_id}/{ep.kind}/{ep.position}/{ep.num_turns}")
+      out.append(self.policy.respond(ep.messages, rng))
+    self._calls += 1
+    return out
+
+  def release(self, episode: Episode) -> None:
+    del episode
+
+
+class Workflow(abc.ABC):
+  """A state machine that owns a sequence of episodes and exposes at most one active episode at a time."""
+
+  @abc.abstractmethod
+  def active_episode(self) -> Episode | None:
+    """The episode waiting for an assistant message, or None when the workflow is finished."""
+
+  @abc.abstractmethod
+  def on_response(self, text: str) -> None:
+    """Consumes the assistant message for the active episode."""
+
+
+def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int = 1_000_000) -> int:
+  """Advances all workflows until every one is finished; returns the number of backend calls."""
+  ticks = 0
+  while True:
+    active = [(w, w.active_episode()) for w in workflows]
+    active = [(w, ep) for w, ep in active if ep is not None]
+    if not active:
+      return ticks
+    if ticks >= max_ticks:
+      raise RuntimeError(f"lock-step runner exceeded {max_ticks} ticks; a workflow does not terminate")
+    texts = backend.respond([ep for _, ep in active])
+    if len(texts) != len(active):
+      raise RuntimeError(f"backend returned {len(texts)} responses for {len(active)} episodes")
+    for (w, ep), text in zip(active, texts):
+      ep.add_message("assistant", text)
+      ep.num_turns += 1
+      w.on_response(text)
+      if w.active_episode() is not ep:
+        backend.release(ep)
+    ticks += 1
+
+
+class EnvEpisodeDriver:
+  """Runs one solve episode against a ``TaskEnv``: system + first observation, then step per reply."""
+
+  def __init__(self, env: TaskEnv, episode: Episode, system_prompt: str, first_observation: str):
+    self.env = env
+    self.episode = episode
+    self.env_system_prompt = system_prompt  # without hint sections (for trajectory rendering)
+    self.turns: list[Turn] = []
+    self._last_obs = first_observation
+    self.last_result: StepResult | None = None
+
+  def start(self, system_prompt_with_hint: str) -> None:
+    self.episode.add_message("system", system_prompt_with_hint)
+    self.episode.add_message("user", self._last_obs)
+
+  def step(self, text: str) -> bool:
+    """Feeds the reply to the env; appends the next observation. Returns True when the episode ended."""
+    res = self.env.step(text)
+    self.turns.append(Turn(observation=self._last_obs, action=text))
+    self.last_result = res
+    ep = self.episode
+    ep.reward = float(res.reward)
+    ep.raw_reward = float(res.info.get("raw_reward", res.reward))
+    ep.format_error = ep.format_error or bool(res.info.get("format_error", False))
+    ep.feedback = str(res.info.get("feedback", ""))
+    for k, v in res.info.items():
+      if k not in ("feedback", "format_error", "raw_reward"):
+        ep.info[k] = v
+    if res.done:
+      ep.done = True
+      return True
+    self._last_obs = res.observation
+    ep.add_message("user", res.observation)
+    return False
+
+  def force_end(self, reason: str) -> None:
+    """Ends the episode early (token budget exhausted): raw outcome 0, reported, never silent."""
+    ep = self.episode
+    ep.done = True
+    ep.truncated = True
+    ep.truncation_reason = reason
+    ep.reward = 0.0
+    ep.raw_reward = 0.0
+    ep.feedback = f"Episode ended: {reason}."

@@ -1,0 +1,53 @@
+"""Scripted experts and random baselines, behind one text-policy interface.
+
+A ``TextPolicy`` answers a chat conversation with the assistant's next message, exactly like a language
+model would: ``respond(messages, rng) -> str``. ``messages`` is ``[{"role": "system"|"user"|"assistant",
+"content": str}, ...]``. Solve episodes are ``[system, user, assistant, user, ...]`` (the hint, if any, is
+inside the system prompt, see ``cod_protocol.augment_system_prompt``); update-context episodes are
+``[system, user]`` whose user turn starts with ``cod_protocol.PREV_HINTS_HEADER``
+(``cod_protocol.is_update_prompt``). Experts act only through this text (they parse observations, never the
+environment's hidden state) and are stateless across calls: everything they know comes from the messages.
+
+``make_policy(env_name, kind)`` returns the environment's ``"expert"`` or ``"random"`` policy.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+import random
+from typing import Any
+
+# env name -> (module, expert class, random class); each module defines both classes.
+_POLICIES: dict[str, tuple[str, str, str]] = {
+    "frozenlake_obscure": ("codjax.envs.frozenlake_expert", "FrozenLakeExpert", "FrozenLakeRandom"),
+    "alchemy_random": ("codjax.envs.alchemy_expert", "AlchemyExpert", "AlchemyRandom"),
+    "terminal_simulator": ("codjax.envs.terminal.expert", "TerminalExpert", "TerminalRandom"),
+    "pde_discovery": ("codjax.envs.pde.expert", "PdeExpert", "PdeRandom"),
+    "optimal_control": ("codjax.envs.optimal_control_expert", "ControlExpert", "ControlRandom"),
+    "grid_navigation": ("codjax.envs.grid_navigation_expert", "GridExpert", "GridRandom"),
+}
+
+
+class TextPolicy(abc.ABC):
+  """A policy over chat messages (see module docstring)."""
+
+  @abc.abstractmethod
+  def respond(self, messages: list[dict[str, str]], rng: random.Random) -> str:
+    """The next assistant message for this conversation."""
+
+
+def register_policies(env_name: str, module: str, expert_cls: str, random_cls: str) -> None:
+  """Registers an environment's expert and random policy classes (used by companion packages)."""
+  _POLICIES[env_name] = (module, expert_cls, random_cls)
+
+
+def make_policy(env_name: str, kind: str = "expert", **params: Any) -> TextPolicy:
+  """``kind`` is ``"expert"`` or ``"random"``; ``params`` go to the policy constructor."""
+  if env_name not in _POLICIES:
+    raise ValueError(f"no scripted policies for environment {env_name!r}; known: {sorted(_POLICIES)}")
+  if kind not in ("expert", "random"):
+    raise ValueError(f"policy kind must be 'expert' or 'random', got {kind!r}")
+  module, expert_cls, random_cls = _POLICIES[env_name]
+  mod = importlib.import_module(module)
+  return getattr(mod, expert_cls if kind == "expert" else random_cls)(**params)

@@ -1,0 +1,301 @@
+"""Hugging Face checkpoint I/O: ``from_pretrained`` / ``save_pretrained`` through one key table.
+
+``KEY_TABLE`` is the single declarative map between HF tensor names and codjax parameters. Each row names
+the HF key pattern (``{i}`` = layer), the codjax parameter (layer params are stacked on a leading axis) and
+the layout change: HF linear weights are [out, in]; codjax keeps einsum layouts ([D, N, H], [N, H, D],
+[D, F], ...). Loading places every tensor straight into its (optionally sharded) layout with
+``jax.make_array_from_callback``: each device shard is assembled from memory-mapped safetensors one layer at
+a time, so no full host copy of a large model is ever made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from typing import Any, Callable, Iterator
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from flax import nnx
+from safetensors import safe_open
+from safetensors.numpy import save_file
+
+from codjax.models.config import DTYPES, Qwen3Config
+from codjax.models.qwen3 import PARAM_LOGICAL_AXES, Qwen3, abstract_model
+
+_NP_DTYPES = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyRule:
+  """One row of the HF <-> codjax table."""
+
+  hf: str  # HF name; "{i}" is the layer index for stacked params
+  param: str  # codjax parameter name
+  kind: str  # layout change: "copy" | "t" (transpose 2-D) | "in_heads" ([H*X, D] -> [D, X, H]) | "out_heads"
+
+  @property
+  def stacked(self) -> bool:
+    return "{i}" in self.hf
+
+
+KEY_TABLE: tuple[KeyRule, ...] = (
+    KeyRule("model.embed_tokens.weight", "embed_vd", "copy"),
+    KeyRule("model.norm.weight", "final_norm_d", "copy"),
+    KeyRule("lm_head.weight", "lm_head_dv", "t"),
+    KeyRule("model.layers.{i}.input_layernorm.weight", "attn_norm_ld", "copy"),
+    KeyRule("model.layers.{i}.self_attn.q_proj.weight", "q_ldnh", "in_heads"),
+    KeyRule("model.layers.{i}.self_attn.k_proj.weight", "k_ldkh", "in_heads"),
+    KeyRule("model.layers.{i}.self_attn.v_proj.weight", "v_ldkh", "in_heads"),
+    KeyRule("model.layers.{i}.self_attn.o_proj.weight", "o_lnhd", "out_heads"),
+    KeyRule("model.layers.{i}.self_attn.q_norm.weight", "q_norm_lh", "copy"),
+    KeyRule("model.layers.{i}.self_attn.k_norm.weight", "k_norm_lh", "copy"),
+    KeyRule("model.layers.{i}.post_attention_layernorm.weight", "mlp_norm_ld", "copy"),
+    KeyRule("model.layers.{i}.mlp.gate_proj.weight", "gate_ldf", "t"),
+    KeyRule("model.layers.{i}.mlp.up_proj.weight", "up_ldf", "t"),
+    KeyRule("model.layers.{i}.mlp.down_proj.weight", "down_lfd", "t"),
+)
+
+
+def _to_codjax(kind: str, w: np.ndarray, target_shape: tuple[int, ...]) -> np.ndarray:
+  """HF tensor -> codjax layout (``target_shape`` is the per-layer codjax shape)."""
+  if kind == "copy":
+    return w
+  if kind == "t":
+    return w.T
+  if kind == "in_heads":  # [X*H, D] -> [D, X, H]
+    return w.T.reshape(target_shape)
+  if kind == "out_heads":  # [D, N*H] -> [N, H, D]
+    return w.T.reshape(target_shape)
+  raise ValueError(kind)
+
+
+def _to_hf(kind: str, w: np.ndarray) -> np.ndarray:
+  """codjax layout (per layer) -> HF tensor."""
+  if kind == "copy":
+    return w
+  if kind == "t":
+    return np.ascontiguousarray(w.T)
+  if kind == "in_heads":  # [D, X, H] -> [X*H, D]
+    return np.ascontiguousarray(w.reshape(w.shape[0], -1).T)
+  if kind == "out_heads":  # [N, H, D] -> [D, N*H]
+    return np.ascontiguousarray(w.reshape(-1, w.shape[-1]).T)
+  raise ValueError(kind)
+
+
+def _hf_shape(kind: str, per_layer_shape: tuple[int, ...]) -> tuple[int, ...]:
+  if kind == "copy":
+    return per_layer_shape
+  if kind == "t":
+    return tuple(reversed(per_layer_shape))
+  if kind == "in_heads":
+    d, x, h = per_layer_shape
+    return (x * h, d)
+  if kind == "out_heads":
+    n, h, d = per_layer_shape
+    return (d, n * h)
+  raise ValueError(kind)
+
+
+def expand_key_table(cfg: Qwen3Config) -> list[tuple[str, KeyRule, int | None]]:
+  """Every HF tensor the config needs: (hf_name, rule, layer index or None)."""
+  out = []
+  for rule in KEY_TABLE:
+    if rule.param == "lm_head_dv" and cfg.tie_word_embeddings:
+      continue
+    if rule.stacked:
+      out.extend((rule.hf.format(i=i), rule, i) for i in range(cfg.num_hidden_layers))
+    else:
+      out.append((rule.hf, rule, None))
+  return out
+
+
+class _SafetensorsIndex:
+  """Maps tensor names to files for a single-file or sharded (``*.index.json``) checkpoint."""
+
+  def __init__(self, path: str):
+    self.path = path
+    idx = os.path.join(path, "model.safetensors.index.json")
+    single = os.path.join(path, "model.safetensors")
+    if os.path.isfile(idx):
+      try:
+        with open(idx) as f:
+          weight_map = json.load(f)["weight_map"]
+      except (json.JSONDecodeError, KeyError) as e:
+        raise ValueError(f"corrupt safetensors index {idx}: {e}") from None
+      self.files = {k: os.path.join(path, v) for k, v in weight_map.items()}
+      missing = sorted({f for f in self.files.values() if not os.path.isfile(f)})
+      if missing:
+        raise FileNotFoundError(f"checkpoint {path!r} is missing shard file(s) listed in the index: "
+                                f"{[os.path.basename(m) for m in missing]}")
+    elif os.path.isfile(single):
+      self.files = None
+      self._single = single
+    else:
+      raise FileNotFoundError(f"no model.safetensors or model.safetensors.index.json in {path!r}")
+    self._handles: dict[str, Any] = {}
+    if self.files is None:
+      self._names = set(self._open(self._single).keys())
+    else:
+      self._names = set(self.files)
+
+  def _open(self, file: str):
+    if file not in self._handles:
+      try:
+        self._handles[file] = safe_open(file, framework="numpy")
+      except Exception as e:  # safetensors raises SafetensorError for truncated/corrupt headers
+        raise ValueError(f"cannot read safetensors file {file!r} (truncated or corrupt?): {e}") from None
+    return self._handles[file]
+
+  def __contains__(self, name: str) -> bool:
+    return name in self._names
+
+  def get(self, name: str) -> np.ndarray:
+    file = self._single if self.files is None else self.files[name]
+    try:
+      return self._open(file).get_tensor(name)
+    except ValueError:
+      raise
+    except Exception as e:
+      raise ValueError(f"cannot read tensor {name!r} from {file!r} (truncated or corrupt?): {e}") from None
+
+
+def from_pretrained(path: str, dtype: str | None = None, mesh: jax.sharding.Mesh | None = None,
+                    rules=None, **config_overrides) -> Qwen3:
+  """Loads a local HF Qwen3 directory (config.json + safetensors) into a codjax ``Qwen3``.
+
+  ``dtype`` sets both parameter and compute dtype ("float32", "bfloat16"); ``mesh`` places every tensor
+  straight into its sharded layout (logical-axis ``rules`` default to ``codjax.parallel.DEFAULT_RULES``).
+  Raises ``FileNotFoundError``/``ValueError`` with the offending file or tensor for missing files, shape
+  mismatches, unsupported ``model_type`` or ``rope_scaling``, and truncated safetensors.
+  """
+  if not os.path.isdir(path):
+    raise FileNotFoundError(f"checkpoint directory {path!r} does not exist")
+  if dtype is not None:
+    if dtype not in DTYPES:
+      raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    config_overrides.setdefault("param_dtype", dtype)
+    config_overrides.setdefault("dtype", dtype)
+  cfg = Qwen3Config.from_pretrained_dir(path, **config_overrides)
+  index = _SafetensorsIndex(path)
+  abstract = abstract_model(cfg)
+  graphdef, abs_state = nnx.split(abstract)
+
+  by_param: dict[str, list[tuple[str, KeyRule, int | None]]] = {}
+  for hf_name, rule, layer in expand_key_table(cfg):
+    if hf_name not in index:
+      raise ValueError(f"checkpoint {path!r} has no tensor {hf_name!r} required by the config")
+    by_param.setdefault(rule.param, []).append((hf_name, rule, layer))
+
+  from codjax.parallel.sharding import param_sharding  # local import: models -> parallel only here
+
+  np_dtype = _NP_DTYPES[cfg.param_dtype]
+  cache: dict[str, np.ndarray] = {}
+
+  def load_layer(hf_name: str, rule: KeyRule, per_layer_shape) -> np.ndarray:
+    if hf_name in cache:
+      return cache[hf_name]
+    w = index.get(hf_name)
+    want = _hf_shape(rule.kind, per_layer_shape)
+    if tuple(w.shape) != want:
+      raise ValueError(f"tensor {hf_name!r} has shape {tuple(w.shape)}, expected {want} for this config")
+    out = _to_codjax(rule.kind, w, per_layer_shape).astype(np_dtype)
+    cache.clear()  # keep at most one layer tensor on the host
+    cache[hf_name] = out
+    return out
+
+  values = {}
+  for name, entries in by_param.items():
+    abs_leaf = getattr(abstract, name)
+    shape = tuple(abs_leaf.shape)
+    sharding = param_sharding(name, shape, mesh, rules)
+    stacked = entries[0][1].stacked
+    per_layer_shape = shape[1:] if stacked else shape
+
+    def callback(index_tuple, entries=entries, stacked=stacked, per_layer_shape=per_layer_shape):
+      if not stacked:
+        hf_name, rule, _ = entries[0]
+        return load_layer(hf_name, rule, per_layer_shape)[index_tuple]
+      lsl, rest = index_tuple[0], index_tuple[1:]
+      layers = range(*lsl.indices(len(entries)))
+      return np.stack([load_layer(entries[i][0], entries[i][1], per_layer_shape)[rest] for i in layers])
+
+    values[name] = jax.make_array_from_callback(shape, sharding, callback)
+  for name in values:
+    getattr(abs_state, name).value = values[name]
+  return nnx.merge(graphdef, abs_state)
+
+
+def hf_tensors(model: Qwen3) -> Iterator[tuple[str, np.ndarray]]:
+  """Yields (HF name, host numpy tensor) for every parameter, one tensor at a time (for vLLM sync too)."""
+  cfg = model.cfg
+  host_cache: dict[str, np.ndarray] = {}
+  for hf_name, rule, layer in expand_key_table(cfg):
+    if rule.param not in host_cache:
+      host_cache.clear()
+      host_cache[rule.param] = np.asarray(jax.device_get(getattr(model, rule.param)[...]))
+    w = host_cache[rule.param]
+    yield hf_name, _to_hf(rule.kind, w[layer] if layer is not None else w)
+
+
+def save_pretrained(model: Qwen3, path: str, max_shard_bytes: int = 4 * 1024**3, tokenizer=None) -> None:
+  """Writes config.json + safetensors (sharded with an index past ``max_shard_bytes``) that transformers and
+  vLLM load. The write goes to a temporary directory first and is renamed into place."""
+  import shutil
+  import tempfile
+
+  cfg = model.cfg
+  parent = os.path.dirname(os.path.abspath(path)) or "."
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=".tmp_save_", dir=parent)
+  try:
+    shards: list[dict[str, np.ndarray]] = [{}]
+    size = 0
+    for name, w in hf_tensors(model):
+      if size and size + w.nbytes > max_shard_bytes:
+        shards.append({})
+        size = 0
+      shards[-1][name] = w
+      size += w.nbytes
+    if len(shards) == 1:
+      save_file(shards[0], os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+    else:
+      weight_map = {}
+      n = len(shards)
+      for k, shard in enumerate(shards):
+        fname = f"model-{k + 1:05d}-of-{n:05d}.safetensors"
+        save_file(shard, os.path.join(tmp, fname), metadata={"format": "pt"})
+        weight_map.update({name: fname for name in shard})
+      total = sum(w.nbytes for s in shards for w in s.values())
+      with open(os.path.join(tmp, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+    with open(os.path.join(tmp, "config.json"), "w") as f:
+      json.dump(cfg.to_hf_dict(), f, indent=2)
+    gen = {"do_sample": True, "temperature": 1.0}
+    if cfg.eos_token_id is not None:
+      gen["eos_token_id"] = cfg.eos_token_id
+    with open(os.path.join(tmp, "generation_config.json"), "w") as f:
+      json.dump(gen, f, indent=2)
+    if tokenizer is not None:
+      tokenizer.save_pretrained(tmp)
+    if os.path.isdir(path):
+      # keep files we did not write (e.g. a tokenizer) but replace weights/config
+      for fn in os.listdir(path):
+        if not os.path.exists(os.path.join(tmp, fn)) and not fn.startswith("model"):
+          src = os.path.join(path, fn)
+          if os.path.isfile(src):
+            shutil.copy2(src, os.path.join(tmp, fn))
+      old = path + ".old"
+      shutil.rmtree(old, ignore_errors=True)
+      os.rename(path, old)
+      os.rename(tmp, path)
+      shutil.rmtree(old, ignore_errors=True)
+    else:
+      os.rename(tmp, path)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise

