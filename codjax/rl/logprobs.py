@@ -1,0 +1,68 @@
+"""Token log-probabilities over a large vocabulary without materializing [B, T, V] logits.
+
+log pi(y_t) = z_t[y_t] - logsumexp_v z_t[v],   z_t = h_t W / tau   (tau = rollout temperature)
+H_t = logsumexp(z_t) - sum_v softmax(z_t)_v z_t[v]   (entropy of the sampling distribution)
+
+The vocabulary is split into C chunks and scanned with an online logsumexp (running max m, running
+sum s = sum exp(z - m), running u = sum exp(z - m) z and the target logit). Each chunk body is rematerialized
+in the backward pass, so peak memory holds one [B, T, V/C] chunk instead of the full [B, T, V] float32 logits.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def vocab_chunks(vocab: int, target: int) -> int:
+  """The largest divisor of ``vocab`` that is <= ``target`` chunks (1 if none fits)."""
+  target = max(1, min(target, vocab))
+  for c in range(target, 0, -1):
+    if vocab % c == 0:
+      return c
+  return 1
+
+
+def token_logprobs_and_entropy(hidden_btd, w_dv, targets_bt, *, temperature: float = 1.0,
+                               num_chunks: int = 1, compute_dtype=jnp.float32):
+  """Returns (logp [B, T], entropy [B, T]) of ``targets_bt`` under softmax(hidden @ w / temperature)."""
+  d, v = w_dv.shape
+  c = vocab_chunks(v, num_chunks)
+  vc = v // c
+  h = hidden_btd.astype(compute_dtype)
+  w_cdv = w_dv.astype(compute_dtype).reshape(d, c, vc).transpose(1, 0, 2)
+  inv_t = 1.0 / temperature
+  b, t = targets_bt.shape
+  init = (jnp.full((b, t), -jnp.inf, jnp.float32), jnp.zeros((b, t), jnp.float32),
+          jnp.zeros((b, t), jnp.float32), jnp.zeros((b, t), jnp.float32))
+
+  @jax.checkpoint
+  def body(carry, xs):
+    m, s, u, tgt = carry
+    w_c, k = xs
+    z = jnp.einsum("BTD,DV->BTV", h, w_c).astype(jnp.float32) * inv_t
+    m_new = jnp.maximum(m, jnp.max(z, axis=-1))
+    scale = jnp.exp(m - m_new)
+    e = jnp.exp(z - m_new[..., None])
+    s = s * scale + jnp.sum(e, axis=-1)
+    u = u * scale + jnp.sum(e * z, axis=-1)
+    local = targets_bt - k * vc
+    in_chunk = (local >= 0) & (local < vc)
+    picked = jnp.take_along_axis(z, jnp.clip(local, 0, vc - 1)[..., None], axis=-1)[..., 0]
+    tgt = tgt + jnp.where(in_chunk, picked, 0.0)
+    return (m_new, s, u, tgt), None
+
+  (m, s, u, tgt), _ = jax.lax.scan(body, init, (w_cdv, jnp.arange(c)))
+  lse = m + jnp.log(s)
+  return tgt - lse, lse - u / s
+
+
+def shifted_token_logprobs(model, tokens_bt, positions_bt=None, segment_ids_bt=None, *, temperature=1.0,
+                           num_chunks: int = 1):
+  """logp[b, t] = log pi(tokens[b, t] | tokens[b, <t]) (0 at t = 0), and the entropy at the same places."""
+  hidden = model.hidden_states(tokens_bt, positions_bt, segment_ids_bt)
+  nxt = jnp.roll(tokens_bt, -1, axis=1)
+  logp, ent = token_logprobs_and_entropy(hidden, model.lm_head_weight(), nxt, temperature=temperature,
+                                         num_chunks=num_chunks, compute_dtype=model.cfg.jnp_dtype)
+  pad = jnp.zeros_like(logp[:, :1])
+  return jnp.concatenate([pad, logp[:, :-1]], axis=1), jnp.concatenate([pad, ent[:, :-1]], axis=1)
