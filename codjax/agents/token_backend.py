@@ -1,0 +1,109 @@
+"""Drives a token-level ``RolloutEngine`` from chat episodes, keeping tokens exactly as generated.
+
+For each episode the backend keeps the full token sequence: the chat-template rendering of the initial
+messages, then per turn the assistant tokens as sampled (including the end-of-turn token) and the next user
+turn rendered by the tokenizer's chat template (``ChatDeltaRenderer``). The loss mask is 1 exactly on
+generated tokens and ``logprobs`` holds the sampler's logprob for each of them (0 elsewhere), so the trainer
+scores the very tokens the sampler drew. Each episode is one engine session, so engines with prefix reuse
+(``JaxEngine``) prefill only the new user turn.
+
+Budgets: ``max_prompt_tokens`` bounds the conversation fed to the engine (an episode that would exceed it is
+ended by its workflow with ``budget_exhausted``); ``max_response_tokens`` bounds each reply. A reply cut by
+the token budget gets an end-of-turn token appended with loss mask 0, and the episode is flagged
+``truncated`` with the reason; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Sequence
+
+from codjax.agents.episode import Episode
+from codjax.models.tokenizer import ChatDeltaRenderer, encode_chat
+from codjax.rollout.base import SamplingParams
+
+_ids = itertools.count(1)
+
+
+@dataclasses.dataclass
+class _TokState:
+  session: int
+  n_messages: int  # messages already rendered into tokens
+
+
+class EngineBackend:
+  """``Backend`` over a token engine + tokenizer (see module docstring)."""
+
+  def __init__(self, engine, tokenizer, params: SamplingParams, *, max_prompt_tokens: int = 8192,
+               template_kwargs: dict | None = None):
+    if max_prompt_tokens < 1:
+      raise ValueError("max_prompt_tokens must be positive")
+    self.engine = engine
+    self.tok = tokenizer
+    self.eos_id = int(tokenizer.eos_token_id)
+    stops = tuple(params.stop_token_ids) or (self.eos_id,)
+    self.params = dataclasses.replace(params, stop_token_ids=stops)
+    self.max_prompt_tokens = max_prompt_tokens
+    self.kw = template_kwargs or {}
+    self.renderer = ChatDeltaRenderer(tokenizer, **self.kw)
+
+  def _extend(self, ep: Episode) -> int:
+    """Appends the not-yet-rendered messages to ``ep.tokens``; returns how many tokens were added."""
+    st: _TokState | None = ep.backend_state
+    if st is None:
+      ids = encode_chat(self.tok, ep.messages, add_generation_prompt=True, **self.kw)
+      ep.backend_state = _TokState(session=next(_ids), n_messages=len(ep.messages))
+      ep.tokens, ep.loss_mask, ep.logprobs = list(ids), [0] * len(ids), [0.0] * len(ids)
+      return len(ids)
+    new_msgs = ep.messages[st.n_messages:]
+    if any(m["role"] == "assistant" for m in new_msgs):
+      raise RuntimeError("assistant messages must come from this backend (token in, token out)")
+    ids = self.renderer.delta_ids(new_msgs, after_assistant=True)
+    ep.tokens += ids
+    ep.loss_mask += [0] * len(ids)
+    ep.logprobs += [0.0] * len(ids)
+    st.n_messages = len(ep.messages)
+    return len(ids)
+
+  def respond(self, episodes: Sequence[Episode]) -> list[str]:
+    texts = [""] * len(episodes)
+    run = []
+    for i, ep in enumerate(episodes):
+      self._extend(ep)
+      if len(ep.tokens) >= self.max_prompt_tokens:
+        ep.budget_exhausted = True
+        continue
+      run.append(i)
+    if not run:
+      return texts
+    prompts = [episodes[i].tokens for i in run]
+    budgets = [self.max_prompt_tokens - len(p) for p in prompts]
+    params = dataclasses.replace(self.params, max_tokens=max(1, min(self.params.max_tokens, max(budgets))))
+    comps = self.engine.generate(prompts, params, session_ids=[episodes[i].backend_state.session for i in run])
+    for i, comp in zip(run, comps):
+      ep = episodes[i]
+      ids, lps = list(comp.token_ids), list(comp.logprobs)
+      limit = min(self.params.max_tokens, self.max_prompt_tokens - len(ep.tokens))
+      if len(ids) > limit:  # a batch-wide budget exceeded this row's own budget
+        ids, lps = ids[:limit], lps[:limit]
+      hit_eos = bool(ids) and ids[-1] == self.eos_id
+      ep.tokens += ids
+      ep.loss_mask += [1] * len(ids)
+      ep.logprobs += lps
+      ep.response_token_counts.append(len(ids))
+      if not hit_eos:
+        ep.truncated = True
+        ep.truncation_reason = f"response reached the token budget ({len(ids)} tokens)"
+        ep.tokens.append(self.eos_id)
+        ep.loss_mask.append(0)
+        ep.logprobs.append(0.0)
+      body = ids[:-1] if hit_eos else ids
+      texts[i] = self.tok.decode(body, skip_special_tokens=False)
+      ep.backend_state.n_messages = len(ep.messages) + 1  # the assistant message the workflow appends
+    return texts
+
+  def release(self, episode: Episode) -> None:
+    st = episode.backend_state
+    if isinstance(st, _TokState) and hasattr(self.engine, "end_session"):
+      self.engine.end_session(st.session)

@@ -1,0 +1,280 @@
+"""The built-in JAX sampler: batched KV-cache sampling from a codjax Qwen3, with per-session prefix reuse.
+
+Memory layout: one KV cache ``[L, slots, S, K, H]`` (k and v). Slot 0 is scratch (padding rows of a bucketed
+batch write there); every session (an episode) owns one slot while it is alive, and its tokens occupy
+cache positions ``[0, cached_len)`` of that slot. A request whose prompt extends the session's history only
+prefills the new suffix (the next user turn), instead of the whole conversation.
+
+Each ``generate`` call:
+  1. prefill the new tokens of every request in chunks of a bucketed length (jitted per (batch bucket,
+     chunk bucket)), keeping the last valid hidden state of every row;
+  2. decode inside one jitted ``lax.while_loop`` (no Python loop over tokens): sample, write, stop per row
+     on a stop token or its token budget, exit when all rows are done.
+Request batches are padded to power-of-two buckets and chunk lengths to a fixed bucket list, so a new
+prompt length does not trigger a recompile. Parameters are a jit argument: ``update_weights`` swaps them
+without recompiling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from codjax.rollout.base import Completion, SamplingParams
+from codjax.rollout.sampling import sample_tokens
+
+CHUNK_BUCKETS = (16, 32, 64, 128, 256, 512)
+
+
+def _bucket(n: int, buckets: Sequence[int]) -> int:
+  for b in buckets:
+    if n <= b:
+      return b
+  return buckets[-1]
+
+
+def _pow2(n: int, lo: int = 1) -> int:
+  return max(lo, 1 << max(0, math.ceil(math.log2(max(1, n)))))
+
+
+@dataclasses.dataclass
+class _Session:
+  slot: int
+  tokens: list[int]  # history whose first cached_len tokens are in the cache
+  cached_len: int = 0
+
+
+class JaxEngine:
+  """KV-cache sampler over a codjax ``Qwen3`` (see module docstring)."""
+
+  def __init__(self, model, *, max_slots: int = 64, max_seq_len: int = 2048, mesh: Mesh | None = None,
+               seed: int = 0, cache_dtype=None, chunk_buckets: Sequence[int] = CHUNK_BUCKETS):
+    if max_slots < 1 or max_seq_len < 2:
+      raise ValueError("max_slots must be >= 1 and max_seq_len >= 2")
+    self.cfg = model.cfg
+    self.max_slots = max_slots
+    self.max_seq_len = max_seq_len
+    self.mesh = mesh
+    self.chunk_buckets = tuple(sorted(chunk_buckets))
+    self._graphdef, params = nnx.split(model, nnx.Param)
+    self._params = params
+    n = max_slots + 1
+    if mesh is not None:  # slots are sharded over (data, fsdp): round up to a multiple
+      m = mesh.shape["data"] * mesh.shape["fsdp"]
+      n = -(-n // m) * m
+    self.max_slots = n - 1
+    ck, cv = model.init_cache(n, max_seq_len, cache_dtype)
+    if mesh is not None:
+      from codjax.parallel.sharding import activation_sharding, state_shardings
+
+      sh = activation_sharding("cache_lbskh", ck.shape, mesh)
+      ck, cv = jax.device_put(ck, sh), jax.device_put(cv, sh)
+      self._params = jax.device_put(params, state_shardings(params, mesh))
+    else:
+      # commit the cache to a device so the donated outputs of later calls have the same signature
+      dev = jax.devices()[0]
+      ck, cv = jax.device_put(ck, dev), jax.device_put(cv, dev)
+    self._cache = (ck, cv)
+    self._free = list(range(self.max_slots, 0, -1))
+    self._sessions: dict[int, _Session] = {}
+    self._key = jax.random.key(seed)
+    self._prefill_fn = jax.jit(self._prefill_impl, donate_argnums=(1,))
+    self._decode_fns: dict[tuple, object] = {}
+    self.stats = {"prefill_tokens": 0, "reused_tokens": 0, "generated_tokens": 0, "calls": 0}
+
+  # -- jitted kernels ------------------------------------------------------------------------------------
+  def _prefill_impl(self, params, cache, slots_b, tokens_bc, start_b, last_idx_b, last_h_bd):
+    """Runs one chunk for the rows ``slots_b``; rows whose last valid token is in the chunk
+    (0 <= last_idx_b < C) update ``last_h_bd``."""
+    model = nnx.merge(self._graphdef, params)
+    ck, cv = cache
+    sub = (ck[:, slots_b], cv[:, slots_b])
+    hidden, (sk, sv) = model.forward_cached(tokens_bc, start_b, sub)
+    ck = ck.at[:, slots_b].set(sk)
+    cv = cv.at[:, slots_b].set(sv)
+    c = tokens_bc.shape[1]
+    take = jnp.take_along_axis(hidden, jnp.clip(last_idx_b, 0, c - 1)[:, None, None], axis=1)[:, 0]
+    in_chunk = (last_idx_b >= 0) & (last_idx_b < c)
+    last_h_bd = jnp.where(in_chunk[:, None], take.astype(last_h_bd.dtype), last_h_bd)
+    return (ck, cv), last_h_bd
+
+  def _decode_impl(self, params, cache, slots_b, last_h_bd, start_b, budget_b, stop_ids, key, temperature,
+                   top_p, *, max_new: int, top_k: int, greedy: bool):
+    """Samples up to ``budget_b`` tokens per row inside one while_loop; returns tokens, logprobs, counts."""
+    model = nnx.merge(self._graphdef, params)
+    ck, cv = cache
+    sub = (ck[:, slots_b], cv[:, slots_b])
+    b = slots_b.shape[0]
+
+    def is_stop(tok):
+      return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
+
+    key, k0 = jax.random.split(key)
+    tok0, lp0 = sample_tokens(k0, model.logits(last_h_bd), temperature, top_k, top_p, greedy)
+    out_t = jnp.zeros((b, max_new), jnp.int32).at[:, 0].set(tok0)
+    out_lp = jnp.zeros((b, max_new), jnp.float32).at[:, 0].set(lp0)
+    n = jnp.ones((b,), jnp.int32)
+    done = is_stop(tok0) | (budget_b <= 1)
+
+    def cond(state):
+      i, _, _, _, _, done, _, _ = state
+      return (i < max_new) & ~jnp.all(done)
+
+    def body(state):
+      i, sub, tok, out_t, out_lp, done, n, key = state
+      key, k = jax.random.split(key)
+      hidden, sub = model.forward_cached(tok[:, None], start_b + i - 1, sub)
+      nt, nlp = sample_tokens(k, model.logits(hidden[:, 0]), temperature, top_k, top_p, greedy)
+      active = ~done
+      out_t = out_t.at[:, i].set(jnp.where(active, nt, 0))
+      out_lp = out_lp.at[:, i].set(jnp.where(active, nlp, 0.0))
+      n = n + active.astype(jnp.int32)
+      done = done | (active & (is_stop(nt) | (n >= budget_b)))
+      return i + 1, sub, jnp.where(active, nt, tok), out_t, out_lp, done, n, key
+
+    state = (jnp.int32(1), sub, tok0, out_t, out_lp, done, n, key)
+    _, sub, _, out_t, out_lp, _, n, _ = jax.lax.while_loop(cond, body, state)
+    ck = ck.at[:, slots_b].set(sub[0])
+    cv = cv.at[:, slots_b].set(sub[1])
+    return (ck, cv), out_t, out_lp, n
+
+  # -- sessions ------------------------------------------------------------------------------------------
+  def _session(self, sid: int | None, prompt: Sequence[int]) -> tuple[int, _Session]:
+    if sid is not None and sid in self._sessions:
+      s = self._sessions[sid]
+      if len(prompt) >= s.cached_len and list(prompt[:s.cached_len]) == s.tokens[:s.cached_len]:
+        return sid, s
+      s.cached_len = 0  # history diverged: re-prefill from scratch
+      return sid, s
+    if not self._free:
+      raise RuntimeError(f"JaxEngine has no free cache slot (max_slots={self.max_slots}); end sessions or "
+                         "raise max_slots")
+    s = _Session(slot=self._free.pop(), tokens=[])
+    key = sid if sid is not None else -(len(self._sessions) + 1) - 10**12
+    self._sessions[key] = s
+    return key, s
+
+  def end_session(self, session_id: int) -> None:
+    s = self._sessions.pop(session_id, None)
+    if s is not None:
+      self._free.append(s.slot)
+
+  def num_sessions(self) -> int:
+    return len(self._sessions)
+
+  # -- public API ----------------------------------------------------------------------------------------
+  def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
+               session_ids: Sequence[int] | None = None) -> list[Completion]:
+    if not prompts:
+      return []
+    if session_ids is not None and len(session_ids) != len(prompts):
+      raise ValueError("session_ids must match prompts one to one")
+    if session_ids is not None and len(set(session_ids)) != len(session_ids):
+      raise ValueError("session_ids must be distinct within one generate call")
+    if len(prompts) > self.max_slots:
+      out = []
+      for i in range(0, len(prompts), self.max_slots):
+        sl = slice(i, i + self.max_slots)
+        out += self.generate(prompts[sl], params, None if session_ids is None else session_ids[sl])
+      return out
+    self.stats["calls"] += 1
+    keys, sessions = [], []
+    for i, p in enumerate(prompts):
+      if len(p) == 0:
+        raise ValueError("empty prompt")
+      if len(p) >= self.max_seq_len:
+        raise ValueError(f"prompt of {len(p)} tokens does not fit max_seq_len={self.max_seq_len}")
+      k, s = self._session(None if session_ids is None else session_ids[i], p)
+      keys.append(k)
+      sessions.append(s)
+    n = len(prompts)
+    bb = _pow2(n)
+    slots = np.zeros((bb,), np.int32)
+    slots[:n] = [s.slot for s in sessions]
+    new = [list(p[s.cached_len:]) for p, s in zip(prompts, sessions)]
+    starts = np.zeros((bb,), np.int32)
+    starts[:n] = [s.cached_len for s in sessions]
+    for s, p in zip(sessions, prompts):
+      self.stats["reused_tokens"] += s.cached_len
+      self.stats["prefill_tokens"] += len(p) - s.cached_len
+    # 1. chunked prefill of the new suffixes
+    longest = max(len(x) for x in new)
+    last_h = jnp.zeros((bb, self.cfg.hidden_size), self.cfg.jnp_dtype)
+    done_tokens = 0
+    slots_j = jnp.asarray(slots)
+    while done_tokens < longest:
+      c = _bucket(longest - done_tokens, self.chunk_buckets)
+      chunk = np.zeros((bb, c), np.int32)
+      last_idx = np.full((bb,), -1, np.int32)
+      for i, x in enumerate(new):
+        piece = x[done_tokens:done_tokens + c]
+        chunk[i, :len(piece)] = piece
+        if done_tokens <= len(x) - 1 < done_tokens + c:
+          last_idx[i] = len(x) - 1 - done_tokens
+      cstart = starts + np.int32(done_tokens)
+      cstart[n:] = 0
+      if int(cstart.max()) + c > self.max_seq_len:
+        # keep dynamic_update_slice in range: shrink the chunk bucket for the tail
+        c_fit = self.max_seq_len - int(cstart.max())
+        chunk = chunk[:, :c_fit]
+        last_idx = np.where(last_idx >= c_fit, -1, last_idx)
+        c = c_fit
+      self._cache, last_h = self._prefill_fn(self._params, self._cache, slots_j, jnp.asarray(chunk),
+                                             jnp.asarray(cstart), jnp.asarray(last_idx), last_h)
+      done_tokens += c
+    # 2. decode
+    lengths = np.array([len(p) for p in prompts] + [1] * (bb - n), np.int32)
+    room = self.max_seq_len - lengths
+    budget = np.minimum(room, params.max_tokens).astype(np.int32)
+    budget[n:] = 1
+    max_new = _pow2(int(budget[:n].max()), lo=8)
+    stop = np.array(list(params.stop_token_ids) or [-1], np.int32)
+    stop = np.pad(stop, (0, _pow2(len(stop)) - len(stop)), constant_values=-1)
+    if params.seed is not None:
+      key = jax.random.key(params.seed)
+    else:
+      self._key, key = jax.random.split(self._key)
+    sig = (bb, max_new, params.top_k, params.greedy, len(stop))
+    if sig not in self._decode_fns:
+      self._decode_fns[sig] = jax.jit(
+          lambda *a, max_new=max_new, top_k=params.top_k, greedy=params.greedy: self._decode_impl(
+              *a, max_new=max_new, top_k=top_k, greedy=greedy), donate_argnums=(1,))
+    self._cache, toks, lps, counts = self._decode_fns[sig](
+        self._params, self._cache, slots_j, last_h, jnp.asarray(lengths), jnp.asarray(budget),
+        jnp.asarray(stop), key, jnp.float32(params.temperature), jnp.float32(params.top_p))
+    toks, lps, counts = np.asarray(toks), np.asarray(lps), np.asarray(counts)
+    out = []
+    stops = set(params.stop_token_ids)
+    for i, (p, s) in enumerate(zip(prompts, sessions)):
+      k = int(counts[i])
+      ids = toks[i, :k].tolist()
+      finish = "stop" if ids and ids[-1] in stops else "length"
+      out.append(Completion(token_ids=ids, logprobs=lps[i, :k].tolist(), finish_reason=finish))
+      self.stats["generated_tokens"] += k
+      s.tokens = list(p) + ids
+      s.cached_len = len(s.tokens) - 1  # the last sampled token was never fed back
+      if session_ids is None:
+        self.end_session(keys[i])
+    return out
+
+  def update_weights(self, model) -> None:
+    """Uses the given model's parameters from now on (cached sessions are invalidated)."""
+    _, params = nnx.split(model, nnx.Param)
+    if self.mesh is not None:
+      from codjax.parallel.sharding import state_shardings
+
+      params = jax.device_put(params, state_shardings(params, self.mesh))
+    self._params = params
+    for s in self._sessions.values():
+      s.cached_len = 0
+
+  def close(self) -> None:
+    self._sessions.clear()
+    self._cache = None
