@@ -21,6 +21,8 @@ CORE = [
     "tqdm>=4.66,<5",
     "matplotlib>=3.8,<4",
     "requests>=2.31,<3",
+    # word lists for the Hangman and Wordle games (MIT, pure Python, shipped in the wheel)
+    "wonderwords>=3.0.1,<4",
 ]
 
 setup(

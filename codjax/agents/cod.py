@@ -55,8 +55,11 @@ class CodSettings:
   len_zero_penalty: int | None = None
   len_full_penalty: int | None = None
   length_penalty_coef: float = 0.0
+  protocol: str = "full"  # "compact": short hint section and update system prompt (tiny CPU demos)
 
   def __post_init__(self):
+    if self.protocol not in cod_protocol.PROTOCOL_STYLES:
+      raise ValueError(f"protocol must be one of {cod_protocol.PROTOCOL_STYLES}, got {self.protocol!r}")
     if self.hint_penalty < 0:
       raise ValueError(f"hint_penalty must be >= 0, got {self.hint_penalty}")
     if self.response_limit is not None and self.response_limit <= 0:
@@ -158,7 +161,7 @@ class CodWorkflow(Workflow):
                  env_name=self.pack.env_name)
     driver = EnvEpisodeDriver(env, ep, system_prompt, obs)
     driver.start(cod_protocol.augment_system_prompt(system_prompt, self._hint or None,
-                                                    self.settings.response_limit))
+                                                    self.settings.response_limit, self.settings.protocol))
     self.hints.append(self._hint)
     self.solve_episodes.append(ep)
     self._driver = driver
@@ -173,7 +176,8 @@ class CodWorkflow(Workflow):
     reward = solve_ep.reward if env.show_reward_in_update else None
     ep = Episode(kind="update", position=i, pack_id=self.pack.pack_id, repeat_id=self.repeat_id,
                  env_name=self.pack.env_name)
-    ep.add_message("system", cod_protocol.update_system_prompt(self.settings.response_limit))
+    ep.add_message("system", cod_protocol.update_system_prompt(self.settings.response_limit,
+                                                               self.settings.protocol))
     ep.add_message("user", cod_protocol.update_user_prompt(
         self._hint or cod_protocol.INITIAL_HINT, trajectory, reward, feedback,
         reminder=self.pack.family.update_protocol_reminder()))

@@ -32,18 +32,14 @@ class _TokState:
   n_messages: int  # messages already rendered into tokens
 
 
-class EngineBackend:
-  """``Backend`` over a token engine + tokenizer (see module docstring)."""
+class _TokenRecorder:
+  """Shared token bookkeeping: renders new chat turns into ``ep.tokens`` and records replies."""
 
-  def __init__(self, engine, tokenizer, params: SamplingParams, *, max_prompt_tokens: int = 8192,
-               template_kwargs: dict | None = None):
+  def __init__(self, tokenizer, max_prompt_tokens: int, template_kwargs: dict | None):
     if max_prompt_tokens < 1:
       raise ValueError("max_prompt_tokens must be positive")
-    self.engine = engine
     self.tok = tokenizer
     self.eos_id = int(tokenizer.eos_token_id)
-    stops = tuple(params.stop_token_ids) or (self.eos_id,)
-    self.params = dataclasses.replace(params, stop_token_ids=stops)
     self.max_prompt_tokens = max_prompt_tokens
     self.kw = template_kwargs or {}
     self.renderer = ChatDeltaRenderer(tokenizer, **self.kw)
@@ -66,8 +62,8 @@ class EngineBackend:
     st.n_messages = len(ep.messages)
     return len(ids)
 
-  def respond(self, episodes: Sequence[Episode]) -> list[str]:
-    texts = [""] * len(episodes)
+  def _prepare(self, episodes: Sequence[Episode]) -> list[int]:
+    """Renders pending turns; returns the indices of episodes that still fit the prompt budget."""
     run = []
     for i, ep in enumerate(episodes):
       self._extend(ep)
@@ -75,35 +71,89 @@ class EngineBackend:
         ep.budget_exhausted = True
         continue
       run.append(i)
+    return run
+
+  def _record(self, ep: Episode, ids: list[int], lps: list[float], limit: int) -> str:
+    """Appends a reply's tokens (mask 1); closes a budget-cut reply with EOS (mask 0); returns its text."""
+    if len(ids) > limit:
+      ids, lps = ids[:limit], lps[:limit]
+    hit_eos = bool(ids) and ids[-1] == self.eos_id
+    ep.tokens += ids
+    ep.loss_mask += [1] * len(ids)
+    ep.logprobs += lps
+    ep.response_token_counts.append(len(ids))
+    if not hit_eos:
+      ep.truncated = True
+      ep.truncation_reason = f"response reached the token budget ({len(ids)} tokens)"
+      ep.tokens.append(self.eos_id)
+      ep.loss_mask.append(0)
+      ep.logprobs.append(0.0)
+    ep.backend_state.n_messages = len(ep.messages) + 1  # the assistant message the workflow appends
+    return self.tok.decode(ids[:-1] if hit_eos else ids, skip_special_tokens=False)
+
+
+class EngineBackend(_TokenRecorder):
+  """``Backend`` over a token engine + tokenizer (see module docstring)."""
+
+  def __init__(self, engine, tokenizer, params: SamplingParams, *, max_prompt_tokens: int = 8192,
+               template_kwargs: dict | None = None, seed: int | None = None):
+    super().__init__(tokenizer, max_prompt_tokens, template_kwargs)
+    self.engine = engine
+    stops = tuple(params.stop_token_ids) or (self.eos_id,)
+    self.params = dataclasses.replace(params, stop_token_ids=stops)
+    self.reseed(seed)
+
+  def reseed(self, seed: int | None) -> None:
+    """Sampling keys become a function of (seed, call index), so a rollout is reproducible (resume)."""
+    self.seed = seed
+    self._calls = 0
+
+  def respond(self, episodes: Sequence[Episode]) -> list[str]:
+    texts = [""] * len(episodes)
+    run = self._prepare(episodes)
     if not run:
       return texts
     prompts = [episodes[i].tokens for i in run]
     budgets = [self.max_prompt_tokens - len(p) for p in prompts]
     params = dataclasses.replace(self.params, max_tokens=max(1, min(self.params.max_tokens, max(budgets))))
+    if self.seed is not None:
+      from codjax.envs.base import derive_seed
+
+      params = dataclasses.replace(params, seed=derive_seed(self.seed, self._calls) % (2**31))
+    self._calls += 1
     comps = self.engine.generate(prompts, params, session_ids=[episodes[i].backend_state.session for i in run])
     for i, comp in zip(run, comps):
       ep = episodes[i]
-      ids, lps = list(comp.token_ids), list(comp.logprobs)
       limit = min(self.params.max_tokens, self.max_prompt_tokens - len(ep.tokens))
-      if len(ids) > limit:  # a batch-wide budget exceeded this row's own budget
-        ids, lps = ids[:limit], lps[:limit]
-      hit_eos = bool(ids) and ids[-1] == self.eos_id
-      ep.tokens += ids
-      ep.loss_mask += [1] * len(ids)
-      ep.logprobs += lps
-      ep.response_token_counts.append(len(ids))
-      if not hit_eos:
-        ep.truncated = True
-        ep.truncation_reason = f"response reached the token budget ({len(ids)} tokens)"
-        ep.tokens.append(self.eos_id)
-        ep.loss_mask.append(0)
-        ep.logprobs.append(0.0)
-      body = ids[:-1] if hit_eos else ids
-      texts[i] = self.tok.decode(body, skip_special_tokens=False)
-      ep.backend_state.n_messages = len(ep.messages) + 1  # the assistant message the workflow appends
+      texts[i] = self._record(ep, list(comp.token_ids), list(comp.logprobs), limit)
     return texts
 
   def release(self, episode: Episode) -> None:
     st = episode.backend_state
     if isinstance(st, _TokState) and hasattr(self.engine, "end_session"):
       self.engine.end_session(st.session)
+
+
+class TokenizingBackend(_TokenRecorder):
+  """Wraps a text backend (a scripted policy, an HTTP model) and records its replies as tokens in exactly
+  the layout ``EngineBackend`` produces (reply tokens + EOS, loss mask 1, logprobs 0): SFT transcripts."""
+
+  def __init__(self, inner, tokenizer, *, max_prompt_tokens: int = 8192, max_response_tokens: int = 1 << 30,
+               template_kwargs: dict | None = None):
+    super().__init__(tokenizer, max_prompt_tokens, template_kwargs)
+    self.inner = inner
+    self.max_response_tokens = max_response_tokens
+
+  def respond(self, episodes: Sequence[Episode]) -> list[str]:
+    texts = [""] * len(episodes)
+    run = self._prepare(episodes)
+    replies = self.inner.respond([episodes[i] for i in run]) if run else []
+    for i, text in zip(run, replies):
+      ep = episodes[i]
+      ids = self.tok.encode(text, add_special_tokens=False) + [self.eos_id]
+      limit = min(self.max_response_tokens, self.max_prompt_tokens - len(ep.tokens))
+      texts[i] = self._record(ep, ids, [0.0] * len(ids), limit)
+    return texts
+
+  def release(self, episode: Episode) -> None:
+    self.inner.release(episode)

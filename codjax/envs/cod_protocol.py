@@ -28,10 +28,18 @@ _HINT_SECTION_BODY = (
 )
 
 
-def augment_system_prompt(system_prompt: str, hint: str | None, response_limit: int | None = None) -> str:
-  """Appends the hint section (exactly when a hint is given) and the optional soft length limit (sec. 1.4)."""
+PROTOCOL_STYLES = ("full", "compact")
+
+
+def augment_system_prompt(system_prompt: str, hint: str | None, response_limit: int | None = None,
+                          style: str = "full") -> str:
+  """Appends the hint section (exactly when a hint is given) and the optional soft length limit (sec. 1.4).
+
+  ``style="compact"`` (tiny CPU demos) keeps the section marker but drops the explanatory paragraph."""
   out = system_prompt
-  if hint:
+  if hint and style == "compact":
+    out += f"{HINT_SECTION_MARKER}\n{hint}"
+  elif hint:
     out += f"{HINT_SECTION_MARKER} that might help\n{_HINT_SECTION_BODY}\n\n{hint}"
   if response_limit:
     out += (f"{LENGTH_SECTION_MARKER}\nPlease keep your response (including any reasoning) within "
@@ -39,8 +47,13 @@ def augment_system_prompt(system_prompt: str, hint: str | None, response_limit: 
   return out
 
 
-def update_system_prompt(response_limit: int | None = None) -> str:
-  """System prompt of the update-context episode (sec. 1.6), in codjax's words."""
+def update_system_prompt(response_limit: int | None = None, style: str = "full") -> str:
+  """System prompt of the update-context episode (sec. 1.6), in codjax's words.
+
+  ``style="compact"`` states only the job and the exact block format (tiny CPU demos)."""
+  if style == "compact":
+    return (f"Rewrite the hints for the next task from the previous hints and this trajectory. Reply with:\n"
+            f"{HINT_START}\n- ...\n{HINT_END}")
   text = (
       "You learn across a stream of tasks that all take place in the same environment. In this session your "
       "only job is to rewrite the hints that will be shown to you on the next task. You receive the previous "

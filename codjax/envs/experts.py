@@ -26,6 +26,8 @@ _POLICIES: dict[str, tuple[str, str, str]] = {
     "pde_discovery": ("codjax.envs.pde.expert", "PdeExpert", "PdeRandom"),
     "optimal_control": ("codjax.envs.optimal_control_expert", "ControlExpert", "ControlRandom"),
     "grid_navigation": ("codjax.envs.grid_navigation_expert", "GridExpert", "GridRandom"),
+    **{game: (f"codjax.envs.games.oracles.{game}", "Expert", "Random")
+       for game in ("rps", "minesweeper", "hangman", "wordle", "blackjack", "maze", "mastermind")},
 }
 
 
@@ -51,3 +53,21 @@ def make_policy(env_name: str, kind: str = "expert", **params: Any) -> TextPolic
   module, expert_cls, random_cls = _POLICIES[env_name]
   mod = importlib.import_module(module)
   return getattr(mod, expert_cls if kind == "expert" else random_cls)(**params)
+
+
+class MixedPolicy(TextPolicy):
+  """Answers solve turns with ``other`` with probability ``frac`` (else ``base``); update-context
+  episodes always with ``base``. Used to build SFT transcripts with headroom for RL (an expert whose
+  actions are partly random)."""
+
+  def __init__(self, base: TextPolicy, other: TextPolicy, frac: float):
+    if not 0.0 <= frac <= 1.0:
+      raise ValueError(f"frac must be in [0, 1], got {frac}")
+    self.base, self.other, self.frac = base, other, frac
+
+  def respond(self, messages: list[dict[str, str]], rng: random.Random) -> str:
+    from codjax.envs.cod_protocol import is_update_prompt
+
+    if not is_update_prompt(messages) and rng.random() < self.frac:
+      return self.other.respond(messages, rng)
+    return self.base.respond(messages, rng)

@@ -265,8 +265,10 @@ class JaxEngine:
     return out
 
   def update_weights(self, model) -> None:
-    """Uses the given model's parameters from now on (cached sessions are invalidated)."""
+    """Uses (a copy of) the given model's parameters from now on; cached sessions are invalidated. The copy
+    keeps the engine valid when a train step later donates the trainer's parameter buffers."""
     _, params = nnx.split(model, nnx.Param)
+    params = jax.tree.map(jnp.copy, params)
     if self.mesh is not None:
       from codjax.parallel.sharding import state_shardings
 

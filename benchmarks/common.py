@@ -1,0 +1,135 @@
+"""Timing helpers shared by the codjax-vs-torch benchmark scripts.
+
+Rules every script follows (developers' guide): both sides run in the same process on the same cores, their
+repetitions are interleaved (A B A B ..., the order alternating each round) so that load from other
+processes hits both alike, every timed call ends with a device sync (``jax.block_until_ready`` / the torch
+result read back), compilation and first-call costs are paid in warmup rounds that are not timed, and the
+reported figure is the median over rounds.
+
+Each call records wall-clock seconds and the CPU seconds of the whole process (``time.process_time``: all
+threads, XLA's and torch's included). On a machine shared with other jobs the wall clock includes time spent
+descheduled, while CPU seconds count only this process's own work, so with ``--threads=1`` CPU seconds are
+the steadier measure of cost (with several threads they also count torch/OpenMP spin-waiting, so compare
+wall clock there).
+
+``pin_threads(n)`` must run before jax or torch start their thread pools: it restricts the process to n
+cores (``os.sched_setaffinity``, which XLA's CPU thread pool sizes itself from) and sets torch's intra-op
+threads to the same n, so both frameworks compute with the same number of threads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+import time
+from typing import Callable, Sequence
+
+
+def pin_threads(n: int | None) -> int:
+  """Restricts this process to ``n`` cores (all available ones when None); returns the count used.
+
+  Call before importing jax or torch."""
+  cores = sorted(os.sched_getaffinity(0))
+  if n is not None:
+    if not 1 <= n <= len(cores):
+      raise ValueError(f"threads must be in [1, {len(cores)}], got {n}")
+    cores = cores[:n]
+    os.sched_setaffinity(0, cores)
+  return len(cores)
+
+
+def set_torch_threads(n: int) -> None:
+  import torch
+
+  torch.set_num_threads(n)
+  torch.set_num_interop_threads(1)
+
+
+@dataclasses.dataclass
+class Timings:
+  """Per-round wall-clock and process-CPU seconds of one runner."""
+
+  wall: list[float] = dataclasses.field(default_factory=list)
+  cpu: list[float] = dataclasses.field(default_factory=list)
+
+  @property
+  def wall_median(self) -> float:
+    return statistics.median(self.wall)
+
+  @property
+  def cpu_median(self) -> float:
+    return statistics.median(self.cpu)
+
+
+def timed(fn: Callable[[], object], sync: Callable[[object], object]) -> tuple[float, float]:
+  """(wall seconds, process CPU seconds) of one ``sync(fn())``."""
+  w0, c0 = time.perf_counter(), time.process_time()
+  sync(fn())
+  return time.perf_counter() - w0, time.process_time() - c0
+
+
+def jax_sync(x):
+  import jax
+
+  return jax.block_until_ready(x)
+
+
+def no_sync(x):
+  """Torch CPU ops are synchronous: the value is complete when the call returns."""
+  return x
+
+
+def interleaved(runners: dict[str, tuple[Callable[[], object], Callable[[object], object]]], rounds: int,
+                warmup: int = 1) -> dict[str, Timings]:
+  """Times each runner ``rounds`` times, interleaved, after ``warmup`` untimed calls each.
+
+  ``runners`` maps a name to (fn, sync). Round r runs the runners in their given order when r is even and
+  reversed when odd, so neither side always runs right after the other.
+  """
+  names = list(runners)
+  for name in names:
+    fn, sync = runners[name]
+    for _ in range(warmup):
+      sync(fn())
+  times = {name: Timings() for name in names}
+  for r in range(rounds):
+    for name in (names if r % 2 == 0 else names[::-1]):
+      wall, cpu = timed(*runners[name])
+      times[name].wall.append(wall)
+      times[name].cpu.append(cpu)
+  return times
+
+
+HEADER = ("workload", "impl", "wall s", "CPU s", "tokens/s", "vs torch (wall)", "vs torch (CPU)", "check")
+
+
+def row(workload: str, impl: str, t: Timings, peer: Timings, tokens: int, check: str = "") -> list[object]:
+  """A table row: medians, tokens/s by wall clock, and peer/this time ratios (> 1: faster than the peer)."""
+  return [workload, impl, t.wall_median, t.cpu_median, tokens / t.wall_median, peer.wall_median / t.wall_median,
+          peer.cpu_median / t.cpu_median, check]
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+  """A Markdown table (so it can be pasted into benchmarks/README.md as is)."""
+  cells = [[str(c) for c in header]] + [[_fmt(c) for c in row] for row in rows]
+  widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+  line = lambda r: "| " + " | ".join(c.rjust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
+  print(line(cells[0]))
+  print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+  for r in cells[1:]:
+    print(line(r))
+
+
+def _fmt(c: object) -> str:
+  if isinstance(c, float):
+    if c == 0 or abs(c) >= 100:
+      return f"{c:,.0f}"
+    if abs(c) >= 1:
+      return f"{c:.2f}"
+    return f"{c:.3g}"
+  return str(c)
+
+
+def mib(n_bytes: float) -> float:
+  return n_bytes / 2**20

@@ -1,0 +1,214 @@
+"""Model throughput: codjax's jitted Qwen3 against transformers' Qwen3ForCausalLM + torch, same run.
+
+Both sides hold exactly the same weights (the codjax model is written with ``save_pretrained`` and loaded by
+``transformers``), the same batch, dtype and thread count. Two workloads:
+
+* train: forward + backward of the mean next-token cross-entropy over a [B, T] batch,
+  loss = -1/(B (T-1)) sum_{b, t<T-1} log softmax(z_{b,t})[x_{b,t+1}]; tokens/s = B T / step time.
+  codjax: ``jax.jit(jax.value_and_grad(loss))`` over the parameter state. torch: ``logits`` ->
+  ``F.cross_entropy`` -> ``backward()`` (grads reset to None before each step).
+* decode: greedy KV-cache generation of N new tokens after a P-token prompt; tokens/s = B N / time.
+  codjax: one jitted program (prefill with ``forward_cached``, then ``lax.fori_loop`` over the N-1 decode
+  steps, argmax in the loop; no Python per token). torch: ``model.generate(do_sample=False, use_cache=True,
+  min_new_tokens=N, max_new_tokens=N)`` and a hand-written ``past_key_values`` loop (the faster of the two
+  is the peer). The prefill alone is timed too, so the decode-only rate B (N-1) / (t_gen - t_prefill) shows.
+
+Each row prints the median wall and process-CPU seconds over interleaved rounds, tokens/s (wall), and the
+torch/this time ratio for both clocks (> 1 means faster than the torch peer). A check column compares the two
+sides' outputs (loss difference; greedy-token agreement).
+
+  python benchmarks/model_step.py                       # defaults: hidden 512, 8 layers, seq 512, batch 4
+  python benchmarks/model_step.py --parts=decode --new_tokens=64 --rounds=3
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+from absl import app
+from absl import flags
+
+from common import HEADER, interleaved, jax_sync, no_sync, pin_threads, print_table, row, set_torch_threads
+
+_HIDDEN = flags.DEFINE_integer("hidden", 512, "hidden_size")
+_LAYERS = flags.DEFINE_integer("layers", 8, "num_hidden_layers")
+_HEADS = flags.DEFINE_integer("heads", 8, "num_attention_heads")
+_KV_HEADS = flags.DEFINE_integer("kv_heads", 4, "num_key_value_heads")
+_HEAD_DIM = flags.DEFINE_integer("head_dim", 64, "head_dim")
+_MLP = flags.DEFINE_integer("mlp", 1536, "intermediate_size")
+_VOCAB = flags.DEFINE_integer("vocab", 32768, "vocab_size (Qwen3's 151936 would make the lm_head ~3/4 of "
+                              "this model's FLOPs; 32k is a typical small-model vocabulary)")
+_TIED = flags.DEFINE_bool("tied", True, "tie the lm_head to the embedding (as Qwen3 <= 4B does)")
+_DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "parameter and compute dtype")
+_BATCH = flags.DEFINE_integer("batch", 4, "batch size (train and decode)")
+_SEQ = flags.DEFINE_integer("seq", 512, "train sequence length")
+_PROMPT = flags.DEFINE_integer("prompt", 128, "decode prompt length")
+_NEW = flags.DEFINE_integer("new_tokens", 128, "decode: new tokens per row")
+_ROUNDS = flags.DEFINE_integer("rounds", 5, "timed rounds per side (interleaved)")
+_WARMUP = flags.DEFINE_integer("warmup", 1, "untimed calls per side before timing (compilation)")
+_THREADS = flags.DEFINE_integer("threads", None, "cores for both frameworks (default: all available)")
+_PARTS = flags.DEFINE_list("parts", ["train", "decode"], "workloads to run: train, decode")
+_TORCH_ATTN = flags.DEFINE_string("torch_attn", "sdpa", "transformers attn_implementation")
+_SEED = flags.DEFINE_integer("seed", 0, "weights and data seed")
+
+
+def build_models(dtype: str):
+  """The codjax model and a transformers model holding the same weights."""
+  import torch
+  from transformers import Qwen3ForCausalLM
+
+  from codjax.models import Qwen3Config, init_model, save_pretrained
+
+  cfg = Qwen3Config(vocab_size=_VOCAB.value, hidden_size=_HIDDEN.value, intermediate_size=_MLP.value,
+                    num_hidden_layers=_LAYERS.value, num_attention_heads=_HEADS.value,
+                    num_key_value_heads=_KV_HEADS.value, head_dim=_HEAD_DIM.value, rope_theta=1_000_000.0,
+                    tie_word_embeddings=_TIED.value, param_dtype=dtype, dtype=dtype,
+                    max_position_embeddings=max(4096, _SEQ.value, _PROMPT.value + _NEW.value))
+  ours = init_model(cfg, seed=_SEED.value)
+  with tempfile.TemporaryDirectory() as d:
+    save_pretrained(ours, d)
+    theirs = Qwen3ForCausalLM.from_pretrained(d, dtype=getattr(torch, dtype),
+                                              attn_implementation=_TORCH_ATTN.value).eval()
+  return cfg, ours, theirs
+
+
+def bench_train(cfg, ours, theirs, rng) -> list[list[object]]:
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  import torch
+  import torch.nn.functional as F
+  from flax import nnx
+
+  b, t = _BATCH.value, _SEQ.value
+  ids = rng.integers(0, cfg.vocab_size, (b, t))
+  graphdef, params = nnx.split(ours)
+
+  def loss_fn(params, tokens):
+    logits = nnx.merge(graphdef, params)(tokens)[:, :-1]
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1))
+
+  grad_step = jax.jit(jax.value_and_grad(loss_fn))
+  tokens = jnp.asarray(ids, jnp.int32)
+  ids_t = torch.tensor(ids)
+
+  def torch_step():
+    for p in theirs.parameters():
+      p.grad = None
+    logits = theirs(ids_t).logits[:, :-1].float()
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids_t[:, 1:].reshape(-1))
+    loss.backward()
+    return loss
+
+  times = interleaved({"codjax": (lambda: grad_step(params, tokens), jax_sync),
+                       "torch": (torch_step, no_sync)}, _ROUNDS.value, _WARMUP.value)
+  loss_diff = abs(float(grad_step(params, tokens)[0]) - torch_step().item())
+  label = f"train fwd+bwd B={b} T={t}"
+  return [row(label, "codjax jit", times["codjax"], times["torch"], b * t, f"|loss diff| {loss_diff:.1e}"),
+          row(label, "torch eager", times["torch"], times["torch"], b * t)]
+
+
+def bench_decode(cfg, ours, theirs, rng) -> list[list[object]]:
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  import torch
+  from flax import nnx
+
+  b, p, n = _BATCH.value, _PROMPT.value, _NEW.value
+  prompt = rng.integers(0, cfg.vocab_size, (b, p))
+  graphdef, params = nnx.split(ours)
+
+  def prefill(model, prompt_bp):
+    cache = model.init_cache(b, p + n)
+    hid, cache = model.forward_cached(prompt_bp, jnp.zeros((b,), jnp.int32), cache)
+    return jnp.argmax(model.logits(hid[:, -1]), axis=-1).astype(jnp.int32), cache
+
+  @jax.jit
+  def jax_prefill(params, prompt_bp):
+    return prefill(nnx.merge(graphdef, params), prompt_bp)[0]
+
+  @jax.jit
+  def jax_generate(params, prompt_bp):
+    model = nnx.merge(graphdef, params)
+    tok, cache = prefill(model, prompt_bp)
+    out = jnp.zeros((b, n), jnp.int32).at[:, 0].set(tok)
+
+    def body(i, carry):
+      out, tok, cache = carry
+      hid, cache = model.forward_cached(tok[:, None], jnp.full((b,), p + i - 1, jnp.int32), cache)
+      tok = jnp.argmax(model.logits(hid[:, 0]), axis=-1).astype(jnp.int32)
+      return out.at[:, i].set(tok), tok, cache
+
+    return jax.lax.fori_loop(1, n, body, (out, tok, cache))[0]
+
+  prompt_j = jnp.asarray(prompt, jnp.int32)
+  prompt_t = torch.tensor(prompt)
+
+  @torch.inference_mode()
+  def torch_generate():
+    return theirs.generate(prompt_t, attention_mask=torch.ones_like(prompt_t), do_sample=False,
+                           use_cache=True, max_new_tokens=n, min_new_tokens=n, pad_token_id=0)[:, p:]
+
+  @torch.inference_mode()
+  def torch_loop():
+    out = theirs(prompt_t, use_cache=True)
+    past, tok = out.past_key_values, out.logits[:, -1].argmax(-1)
+    toks = [tok]
+    for _ in range(n - 1):
+      out = theirs(tok[:, None], past_key_values=past, use_cache=True)
+      past, tok = out.past_key_values, out.logits[:, -1].argmax(-1)
+      toks.append(tok)
+    return torch.stack(toks, 1)
+
+  @torch.inference_mode()
+  def torch_prefill():
+    return theirs(prompt_t, use_cache=True).logits[:, -1].argmax(-1)
+
+  times = interleaved({"codjax": (lambda: jax_generate(params, prompt_j), jax_sync),
+                       "torch.generate": (torch_generate, no_sync),
+                       "torch loop": (torch_loop, no_sync),
+                       "codjax prefill": (lambda: jax_prefill(params, prompt_j), jax_sync),
+                       "torch prefill": (torch_prefill, no_sync)}, _ROUNDS.value, _WARMUP.value)
+  ours_tok = np.asarray(jax_generate(params, prompt_j))
+  agree = lambda x: f"tokens = codjax's: {np.mean(x == ours_tok):.0%}"  # noqa: E731
+  # the peer is whichever torch decoder had the lower median wall time
+  peer = min(times["torch.generate"], times["torch loop"], key=lambda tm: tm.wall_median)
+  label = f"decode B={b} P={p} N={n}"
+  rows = []
+  for name, check in (("codjax", ""), ("torch.generate", agree(torch_generate().numpy())),
+                      ("torch loop", agree(torch_loop().numpy()))):
+    pre = times["codjax prefill" if name == "codjax" else "torch prefill"]
+    decode_only = b * (n - 1) / max(times[name].wall_median - pre.wall_median, 1e-9)
+    rows.append(row(label, name, times[name], peer, b * n,
+                    f"decode steps alone {decode_only:,.0f} tok/s" + (f"; {check}" if check else "")))
+  for name in ("codjax prefill", "torch prefill"):
+    rows.append(row(f"prefill B={b} P={p}", name, times[name], times["torch prefill"], b * p))
+  return rows
+
+
+def main(argv):
+  del argv
+  threads = pin_threads(_THREADS.value)
+  set_torch_threads(threads)
+  import jax
+  import numpy as np
+
+  cfg, ours, theirs = build_models(_DTYPE.value)
+  rng = np.random.default_rng(_SEED.value)
+  print(f"# jax {jax.__version__} ({jax.devices()[0].platform}), threads={threads}, dtype={_DTYPE.value}, "
+        f"params={cfg.num_params() / 1e6:.1f}M (hidden {cfg.hidden_size}, layers {cfg.num_hidden_layers}, "
+        f"heads {cfg.num_attention_heads}/{cfg.num_key_value_heads}x{cfg.head_dim}, mlp "
+        f"{cfg.intermediate_size}, vocab {cfg.vocab_size}, tied={cfg.tie_word_embeddings}), "
+        f"rounds={_ROUNDS.value} (median)")
+  rows = []
+  if "train" in _PARTS.value:
+    rows += bench_train(cfg, ours, theirs, rng)
+  if "decode" in _PARTS.value:
+    rows += bench_decode(cfg, ours, theirs, rng)
+  print_table(HEADER, rows)
+
+
+if __name__ == "__main__":
+  app.run(main)

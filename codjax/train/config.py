@@ -1,0 +1,181 @@
+"""Experiment configuration: the defaults every ``experiments/<name>.py`` starts from, and validation.
+
+An experiment file defines ``get_config()`` returning ``base_config()`` with its own values. ``validate``
+checks every field with a clear error (before any model is built), and the launchers accept
+``--config.a.b=value`` overrides (ml_collections config_flags). Field meanings (paper / reference names):
+
+  model      path (local HF dir) or preset; dtype; remat; attention_impl; vocab_chunks (logprob chunking)
+             make_tiny: write a random tiny checkpoint to ``path`` first (CPU demos), with ``tiny`` arch
+  mesh       data / fsdp / tensor axis sizes (-1 fills the rest)
+  data       envs: {label: {name, preset, params, proportion}}; pack_size S; packing (cod | ralph_sample |
+             ralph_full); packs_per_step; repeats G; split seeds (n_train, n_test, split_seed)
+  cod        use_hints, hint_penalty c, response_limit (soft instruction, tokens; 0 = none), protocol
+             (full | compact prompt wording; the markers are the same)
+  rollout    engine (jax | vllm); temperature, top_p, top_k; max_response_tokens; max_prompt_tokens;
+             max_slots; sync_interval (weight sync every k steps: rollout policy at most k-1 steps stale)
+  algorithm  advantage (cod | grpo); returns (mean | window | discounted), window, gamma; red_weight and its
+             bisection bounds; loss (registry name), eps_low, eps_high, aggregation, kl_type, kl_coef,
+             entropy_coef
+  optim      learning_rate, warmup_steps, schedule, weight_decay, b1, b2, max_grad_norm
+  train      seq_len T, num_microbatches, pack (sequence packing vs one episode per row)
+  eval       every (steps; 0 = never), at_start, at_end, num_packs, pack_size, temperature, envs (default:
+             the data envs), split
+  checkpoint every, max_to_keep, export_hf
+  sft        steps, batch_size, learning_rate, warmup_steps, num_packs (expert packs), expert_random_frac
+             (fraction of expert actions replaced by random ones), seq_len
+  log        every, tensorboard, progress
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from codjax.agents.cod import PACKING_STRATEGIES
+from codjax.models.config import ATTENTION_IMPLS, DTYPES, PRESETS, REMAT_POLICIES
+from codjax.rl.losses import AGGREGATIONS, KL_TYPES, available_losses
+
+ENGINES = ("jax", "vllm")
+ADVANTAGES = ("cod", "grpo")
+RETURNS = ("mean", "window", "discounted")
+
+
+def env_entry(name: str, preset: str | None = None, proportion: float = 1.0, **params) -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict({"name": name, "preset": preset or "", "proportion": float(proportion),
+                                    "params": dict(params)})
+
+
+def base_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.name = "experiment"
+  c.seed = 0
+  c.run_dir = "runs/experiment"
+  c.total_steps = 100
+  c.model = ml_collections.ConfigDict(dict(
+      path="", preset="", dtype="float32", remat="none", attention_impl="xla", vocab_chunks=1, init_seed=0,
+      make_tiny=False,
+      tiny=dict(vocab_size=512, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=32, intermediate_size=384, tie_word_embeddings=True,
+                corpus_packs=200)))
+  c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))
+  c.data = ml_collections.ConfigDict(dict(
+      envs={"main": env_entry("frozenlake_obscure", "train")}, pack_size=4, packing="cod", packs_per_step=4,
+      repeats=8, n_train=50_000, n_test=4_000, split_seed=42))
+  c.cod = ml_collections.ConfigDict(dict(use_hints=True, hint_penalty=0.1, response_limit=0, protocol="full"))
+  c.rollout = ml_collections.ConfigDict(dict(
+      engine="jax", temperature=1.0, top_p=1.0, top_k=0, max_response_tokens=256, max_prompt_tokens=4096,
+      max_slots=256, sync_interval=1,
+      vllm=dict(dtype="bfloat16", gpu_memory_utilization=0.5, enforce_eager=False, tensor_parallel_size=1)))
+  c.algorithm = ml_collections.ConfigDict(dict(
+      advantage="cod", returns="mean", window=0, gamma=1.0, red_weight=True, red_t_min=0.8, red_t_max=100.0,
+      red_max_iter=20, red_tol=0.05, grpo_normalize_std=True, loss="rec_oneside_nois", eps_low=0.2,
+      eps_high=0.2, aggregation="token-mean", kl_type="", kl_coef=0.0, entropy_coef=0.0))
+  c.optim = ml_collections.ConfigDict(dict(learning_rate=1e-6, warmup_steps=0, schedule="constant",
+                                           weight_decay=0.01, b1=0.9, b2=0.999, max_grad_norm=1.0))
+  c.train = ml_collections.ConfigDict(dict(seq_len=4096, num_microbatches=1, pack=True))
+  c.eval = ml_collections.ConfigDict(dict(every=0, at_start=False, at_end=True, num_packs=8, pack_size=8,
+                                          temperature=1.0, split="test", envs={}))
+  c.checkpoint = ml_collections.ConfigDict(dict(every=50, max_to_keep=3, export_hf=False))
+  c.sft = ml_collections.ConfigDict(dict(steps=0, batch_size=16, learning_rate=1e-3, warmup_steps=20,
+                                         schedule="cosine", num_packs=1000, expert_random_frac=0.0,
+                                         seq_len=1024, log_every=50, eval_packs=0))
+  c.log = ml_collections.ConfigDict(dict(every=1, tensorboard=True, progress=True))
+  return c
+
+
+class ConfigError(ValueError):
+  pass
+
+
+def _req(cond: bool, msg: str) -> None:
+  if not cond:
+    raise ConfigError(msg)
+
+
+def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Checks every field (module docstring); raises ``ConfigError`` naming the field. Returns ``c``."""
+  _req(isinstance(c.total_steps, int) and c.total_steps >= 0, f"total_steps must be an int >= 0, got {c.total_steps!r}")
+  _req(isinstance(c.seed, int), f"seed must be an int, got {c.seed!r}")
+  _req(bool(c.run_dir), "run_dir must be set")
+  m = c.model
+  _req(bool(m.path) != bool(m.preset) or (m.make_tiny and bool(m.path)),
+       "model: set exactly one of model.path (HF checkpoint dir) or model.preset (random init)")
+  _req(not m.preset or m.preset in PRESETS, f"model.preset must be one of {sorted(PRESETS)}, got {m.preset!r}")
+  _req(m.dtype in DTYPES, f"model.dtype must be one of {sorted(DTYPES)}, got {m.dtype!r}")
+  _req(m.remat in REMAT_POLICIES, f"model.remat must be one of {REMAT_POLICIES}, got {m.remat!r}")
+  _req(m.attention_impl in ATTENTION_IMPLS, f"model.attention_impl must be one of {ATTENTION_IMPLS}")
+  _req(isinstance(m.vocab_chunks, int) and m.vocab_chunks >= 1, "model.vocab_chunks must be an int >= 1")
+  for ax in ("data", "fsdp", "tensor"):
+    v = c.mesh[ax]
+    _req(isinstance(v, int) and (v >= 1 or v == -1), f"mesh.{ax} must be a positive int or -1, got {v!r}")
+  d = c.data
+  _req(len(d.envs) >= 1, "data.envs must name at least one environment")
+  from codjax.envs import names as env_names
+
+  total = 0.0
+  for label, e in d.envs.items():
+    _req(e.name in env_names(), f"data.envs.{label}.name: unknown environment {e.name!r}; known: {env_names()}")
+    _req(e.proportion > 0, f"data.envs.{label}.proportion must be > 0, got {e.proportion}")
+    total += e.proportion
+  _req(isinstance(d.pack_size, int) and d.pack_size >= 1, f"data.pack_size must be an int >= 1, got {d.pack_size!r}")
+  _req(d.packing in PACKING_STRATEGIES, f"data.packing must be one of {PACKING_STRATEGIES}, got {d.packing!r}")
+  _req(isinstance(d.packs_per_step, int) and d.packs_per_step >= 1, "data.packs_per_step must be an int >= 1")
+  _req(isinstance(d.repeats, int) and d.repeats >= 1, "data.repeats (G) must be an int >= 1")
+  _req(c.algorithm.advantage != "cod" or d.repeats >= 2 or c.total_steps == 0,
+       "data.repeats must be >= 2 for the CoD group baseline")
+  _req(d.n_train >= d.pack_size and d.n_test >= 0, "data.n_train must be >= pack_size and n_test >= 0")
+  cd = c.cod
+  _req(cd.hint_penalty >= 0, f"cod.hint_penalty must be >= 0, got {cd.hint_penalty}")
+  _req(cd.response_limit >= 0, "cod.response_limit must be >= 0 (0 = no instruction)")
+  _req(cd.protocol in ("full", "compact"), f"cod.protocol must be 'full' or 'compact', got {cd.protocol!r}")
+  r = c.rollout
+  _req(r.engine in ENGINES, f"rollout.engine must be one of {ENGINES}, got {r.engine!r}")
+  _req(r.temperature > 0, f"rollout.temperature must be > 0 for RL (sampling logprobs), got {r.temperature}")
+  _req(0 < r.top_p <= 1, f"rollout.top_p must be in (0, 1], got {r.top_p}")
+  _req(r.top_k >= 0, "rollout.top_k must be >= 0")
+  _req(r.max_response_tokens >= 1, "rollout.max_response_tokens must be >= 1")
+  _req(r.max_prompt_tokens > r.max_response_tokens, "rollout.max_prompt_tokens must exceed max_response_tokens")
+  _req(r.max_slots >= 1, "rollout.max_slots must be >= 1")
+  _req(isinstance(r.sync_interval, int) and r.sync_interval >= 1, "rollout.sync_interval must be an int >= 1")
+  a = c.algorithm
+  _req(a.advantage in ADVANTAGES, f"algorithm.advantage must be one of {ADVANTAGES}, got {a.advantage!r}")
+  _req(a.returns in RETURNS, f"algorithm.returns must be one of {RETURNS}, got {a.returns!r}")
+  _req(a.returns != "window" or a.window >= 1, "algorithm.window must be >= 1 for returns='window'")
+  _req(a.returns != "discounted" or 0 < a.gamma <= 1, "algorithm.gamma must be in (0, 1] for discounted returns")
+  _req(0 < a.red_t_min < a.red_t_max, "algorithm.red_t_min must be in (0, red_t_max)")
+  _req(a.red_max_iter >= 1 and a.red_tol > 0, "algorithm.red_max_iter >= 1 and red_tol > 0 required")
+  _req(a.loss in available_losses(), f"algorithm.loss must be one of {available_losses()}, got {a.loss!r}")
+  _req(a.aggregation in AGGREGATIONS, f"algorithm.aggregation must be one of {AGGREGATIONS}")
+  _req((a.kl_type or None) in KL_TYPES, f"algorithm.kl_type must be '' or one of k1/k2/k3, got {a.kl_type!r}")
+  _req(a.kl_coef >= 0 and a.entropy_coef >= 0, "algorithm.kl_coef and entropy_coef must be >= 0")
+  _req(a.kl_coef == 0 or a.kl_type, "algorithm.kl_coef > 0 needs algorithm.kl_type")
+  _req(0 <= a.eps_low < 1 and a.eps_high >= 0, "algorithm.eps_low must be in [0, 1) and eps_high >= 0")
+  o = c.optim
+  _req(o.learning_rate > 0, f"optim.learning_rate must be > 0, got {o.learning_rate}")
+  _req(o.warmup_steps >= 0 and o.weight_decay >= 0 and o.max_grad_norm > 0, "optim: bad warmup/decay/clip")
+  _req(o.schedule in ("constant", "cosine"), "optim.schedule must be 'constant' or 'cosine'")
+  t = c.train
+  _req(isinstance(t.seq_len, int) and t.seq_len >= 2, "train.seq_len must be an int >= 2")
+  _req(t.seq_len >= r.max_prompt_tokens, "train.seq_len must be >= rollout.max_prompt_tokens (an episode is one "
+       "sequence; a longer conversation could not be trained on)")
+  _req(isinstance(t.num_microbatches, int) and t.num_microbatches >= 1, "train.num_microbatches must be >= 1")
+  ev = c.eval
+  _req(ev.every >= 0 and ev.num_packs >= 0 and ev.pack_size >= 1, "eval: every/num_packs >= 0, pack_size >= 1")
+  _req(ev.temperature >= 0, "eval.temperature must be >= 0")
+  _req(ev.split in ("train", "test"), "eval.split must be 'train' or 'test'")
+  for label, e in ev.envs.items():
+    _req(e.name in env_names(), f"eval.envs.{label}.name: unknown environment {e.name!r}")
+  ck = c.checkpoint
+  _req(ck.every >= 0 and ck.max_to_keep >= 1, "checkpoint.every must be >= 0 and max_to_keep >= 1")
+  s = c.sft
+  _req(s.steps >= 0 and s.batch_size >= 1 and s.learning_rate > 0 and s.num_packs >= 0, "sft: bad steps/batch/lr")
+  _req(0.0 <= s.expert_random_frac <= 1.0, "sft.expert_random_frac must be in [0, 1]")
+  _req(s.steps == 0 or s.num_packs >= 1, "sft.num_packs must be >= 1 when sft.steps > 0")
+  _req(s.seq_len >= 2, "sft.seq_len must be >= 2")
+  _req(s.schedule in ("constant", "cosine"), "sft.schedule must be 'constant' or 'cosine'")
+  _req(s.steps == 0 or s.schedule != "cosine" or s.steps > s.warmup_steps,
+       f"sft.steps ({s.steps}) must exceed sft.warmup_steps ({s.warmup_steps}) for a cosine schedule")
+  _req(o.schedule != "cosine" or c.total_steps > o.warmup_steps,
+       "total_steps must exceed optim.warmup_steps for a cosine schedule")
+  _req(c.log.every >= 1, "log.every must be >= 1")
+  del total
+  return c

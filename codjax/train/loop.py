@@ -1,0 +1,333 @@
+"""CoD-Train: the outer loop (paper Sec. 3, architecture.md sec. 2).
+
+  packs (PackSampler) -> CoD rollouts with the engine (G repeats per pack, lock-step episodes)
+  -> per-episode scores (CoD per-position credit or GRPO) -> RED-Weight -> [B, T] batch
+  -> jitted train step -> weight sync every ``sync_interval`` steps -> metrics / eval / checkpoint
+
+Synchronous: each step's rollout uses the engine's current weights, which lag the trainer by at most
+``sync_interval - 1`` steps (the staleness bound). Sampling keys are a function of (seed, step), the pack
+stream of its saved position, so ``resume`` continues a run exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from flax import nnx
+
+from codjax.agents.cod import CodSettings, run_cod
+from codjax.agents.token_backend import EngineBackend
+from codjax.envs.base import derive_seed
+from codjax.eval.cod_eval import evaluate_packs, format_table
+from codjax.models import from_pretrained, init_model, preset, save_pretrained
+from codjax.models.tokenizer import load_tokenizer
+from codjax.parallel import maybe_initialize_distributed, mesh_from_config, shard_model
+from codjax.parallel.sharding import state_shardings
+from codjax.rl.batch import TrainSequence, assemble_batch
+from codjax.rl.losses import LossConfig
+from codjax.rl.train_step import OptimizerConfig, StepConfig, init_train_state, make_optimizer, make_train_step
+from codjax.rollout.base import SamplingParams
+from codjax.train.checkpoint import Checkpointer
+from codjax.train.config import validate
+from codjax.train.credit import apply_red, cod_episode_scores, grpo_episode_scores
+from codjax.train.data import PackSampler, env_specs, eval_packs
+from codjax.train.engines import build_engine
+from codjax.train.metrics import MetricWriter, Progress
+
+
+def cod_settings(cfg) -> CodSettings:
+  return CodSettings(use_hints=bool(cfg.cod.use_hints), hint_penalty=float(cfg.cod.hint_penalty),
+                     response_limit=int(cfg.cod.response_limit) or None, protocol=str(cfg.cod.protocol))
+
+
+def optimizer_config(o, total_steps: int = 0) -> OptimizerConfig:
+  return OptimizerConfig(learning_rate=float(o.learning_rate), warmup_steps=int(o.warmup_steps),
+                         schedule=str(o.schedule), weight_decay=float(o.weight_decay), b1=float(o.b1),
+                         b2=float(o.b2), max_grad_norm=float(o.max_grad_norm), total_steps=int(total_steps))
+
+
+def step_config(cfg) -> StepConfig:
+  a = cfg.algorithm
+  return StepConfig(
+      loss=str(a.loss),
+      loss_cfg=LossConfig(eps_low=float(a.eps_low), eps_high=float(a.eps_high), kl_type=a.kl_type or None,
+                          kl_coef=float(a.kl_coef), entropy_coef=float(a.entropy_coef),
+                          aggregation=str(a.aggregation)),
+      num_microbatches=int(cfg.train.num_microbatches), vocab_chunks=int(cfg.model.vocab_chunks),
+      temperature=float(cfg.rollout.temperature))
+
+
+def episodes_to_sequences(scored) -> list[TrainSequence]:
+  return [TrainSequence(ep.tokens, ep.loss_mask, ep.logprobs, score) for ep, score in scored
+          if ep.num_loss_tokens > 0]
+
+
+def rollout_metrics(trajs, prefix: str = "") -> dict:
+  """Per-position solve rewards, hint parse rate, format errors, response lengths, truncations."""
+  m = {}
+  by_env: dict[str, list] = {}
+  for t in trajs:
+    by_env.setdefault(t.pack.env_name, []).append(t)
+  for env, ts in by_env.items():
+    r = np.stack([t.task_rewards for t in ts])
+    for k in range(r.shape[1]):
+      m[f"{prefix}reward/{env}/pos{k}"] = float(r[:, k].mean())
+  allr = np.concatenate([t.task_rewards for t in trajs])
+  m[f"{prefix}reward_mean"] = float(allr.mean())
+  upd = [e for t in trajs for e in t.update_episodes]
+  if upd:
+    m[f"{prefix}hint_parse_rate"] = float(np.mean([not e.format_error for e in upd]))
+  solves = [e for t in trajs for e in t.solve_episodes]
+  m[f"{prefix}format_error_rate"] = float(np.mean([e.format_error for e in solves]))
+  eps = [e for t in trajs for e in t.episodes()]
+  gen = [n for e in eps for n in e.response_token_counts]
+  m[f"{prefix}response_tokens_mean"] = float(np.mean(gen)) if gen else 0.0
+  m[f"{prefix}generated_tokens"] = float(sum(gen))
+  m[f"{prefix}truncated_episodes"] = float(sum(e.truncated for e in eps))
+  return m
+
+
+def ensure_model_dir(cfg) -> str:
+  """Returns the HF directory to load; writes a random tiny checkpoint first when ``model.make_tiny``.
+
+  The tiny tokenizer is trained on scripted-expert transcripts of the configured environments, so the
+  demo's episodes are short in tokens."""
+  path = cfg.model.path
+  if cfg.model.make_tiny and not os.path.isfile(os.path.join(path, "config.json")):
+    from codjax.agents.cod import run_text_packs
+    from codjax.envs.experts import make_policy
+    from codjax.models.tiny import make_tiny_checkpoint
+
+    corpus = []
+    for spec in env_specs(cfg.data.envs):
+      trajs = run_text_packs(make_policy(spec.name, "expert"), spec.family, range(int(cfg.model.tiny.corpus_packs)),
+                             int(cfg.data.pack_size), env_name=spec.name, seed=cfg.seed)
+      for t in trajs:
+        for ep in t.episodes():
+          corpus += [m["content"] for m in ep.messages]
+    tiny = dict(cfg.model.tiny)
+    tiny.pop("corpus_packs")
+    vocab = tiny.pop("vocab_size")
+    make_tiny_checkpoint(path, corpus=corpus, vocab_size=vocab, seed=int(cfg.model.init_seed), **tiny)
+  return path
+
+
+class Trainer:
+  """Holds the model, optimizer, engine and run directory of one CoD-Train run."""
+
+  def __init__(self, config: ml_collections.ConfigDict, resume: bool = False, model_path: str | None = None):
+    self.cfg = cfg = validate(config)
+    maybe_initialize_distributed()
+    self.mesh = mesh_from_config(cfg.mesh)
+    self.run_dir = os.path.abspath(cfg.run_dir)
+    os.makedirs(self.run_dir, exist_ok=True)
+    with open(os.path.join(self.run_dir, "config.json"), "w") as f:
+      f.write(cfg.to_json_best_effort(indent=2))
+    m = cfg.model
+    self.model_path = model_path or (ensure_model_dir(cfg) if m.path else "")
+    over = dict(remat=m.remat, attention_impl=m.attention_impl)
+    self.sft_stats = None
+    if cfg.sft.steps > 0 and not model_path:
+      self.model_path, self.sft_stats = self.warm_start(self.model_path, over)
+    if self.model_path:
+      self.tokenizer = load_tokenizer(self.model_path)
+      self.model = from_pretrained(self.model_path, dtype=m.dtype, mesh=self.mesh, **over)
+    else:
+      raise ValueError("training needs a tokenizer: set model.path to an HF directory (model.preset alone "
+                       "only serves shape planning)")
+    self.optimizer = make_optimizer(optimizer_config(cfg.optim, cfg.total_steps))
+    self.graphdef, state = init_train_state(self.model, self.optimizer)
+    self.state = jax.device_put(state, state_shardings(state, self.mesh))
+    self.step_cfg = step_config(cfg)
+    self._step_fns: dict[tuple, object] = {}
+    self.specs = env_specs(cfg.data.envs)
+    d = cfg.data
+    self.sampler = PackSampler(self.specs, int(d.pack_size), str(d.packing), int(cfg.seed), int(d.n_train),
+                               int(d.n_test), int(d.split_seed))
+    self.engine = build_engine(cfg.rollout, self.model, self.model_path, self.mesh, seed=cfg.seed)
+    r = cfg.rollout
+    self.params = SamplingParams(temperature=float(r.temperature), top_p=float(r.top_p), top_k=int(r.top_k),
+                                 max_tokens=int(r.max_response_tokens))
+    self.backend = EngineBackend(self.engine, self.tokenizer, self.params,
+                                 max_prompt_tokens=int(r.max_prompt_tokens))
+    self.settings = cod_settings(cfg)
+    self.ckpt = Checkpointer(os.path.join(self.run_dir, "checkpoints"), int(cfg.checkpoint.max_to_keep))
+    self.step = 0
+    self.last_sync = 0
+    if resume:
+      self._restore()
+    self.writer = MetricWriter(self.run_dir, tensorboard=bool(cfg.log.tensorboard))
+
+  def warm_start(self, base_path: str, over: dict) -> tuple[str, dict | None]:
+    """SFT stage: trains the base model on expert transcripts once; later runs (and resumes) reuse it."""
+    from codjax.train.sft import run_sft
+
+    out = os.path.join(self.run_dir, "sft_model")
+    stats_path = os.path.join(self.run_dir, "sft_stats.json")
+    if os.path.isfile(os.path.join(out, "config.json")):
+      stats = json.load(open(stats_path)) if os.path.isfile(stats_path) else None
+      return out, stats
+    tok = load_tokenizer(base_path)
+    base = from_pretrained(base_path, dtype=self.cfg.model.dtype, mesh=self.mesh, **over)
+    _, stats = run_sft(self.cfg, base, tok, env_specs(self.cfg.data.envs), self.mesh, out, self.run_dir)
+    with open(stats_path, "w") as f:
+      json.dump(stats, f, indent=2)
+    print(f"[sft] done: {self.cfg.sft.steps} steps in {stats['train_s']:.0f} s ({stats['tok_per_s']:.0f} tok/s)",
+          flush=True)
+    return out, stats
+
+  # -- state ------------------------------------------------------------------------------------------
+  def current_model(self):
+    return nnx.merge(self.graphdef, self.state.params)
+
+  def _restore(self) -> None:
+    got = self.ckpt.restore_latest(self.state)
+    if got is None:
+      logging.info("no checkpoint in %s; starting from scratch", self.ckpt.directory)
+      return
+    step, state, meta = got
+    if meta.get("seed") != self.cfg.seed:
+      raise ValueError(f"checkpoint was written with seed {meta.get('seed')}, config has {self.cfg.seed}")
+    self.state = jax.device_put(state, state_shardings(state, self.mesh))
+    self.step = int(meta["step"])
+    self.last_sync = int(meta["last_sync"])
+    self.sampler.restore(meta["sampler"])
+    self.engine.update_weights(self.current_model() if self.last_sync == self.step else self._synced_model(meta))
+    logging.info("resumed from checkpoint step %d", step)
+
+  def _synced_model(self, meta):
+    # The engine's weights at save time were those of step `last_sync`; when sync_interval > 1 they are kept
+    # in the checkpoint directory as an HF export so a resumed run samples from the same policy.
+    path = os.path.join(self.run_dir, "engine_weights")
+    return from_pretrained(path, dtype=self.cfg.model.dtype, mesh=self.mesh)
+
+  def save(self) -> None:
+    meta = {"step": self.step, "last_sync": self.last_sync, "sampler": self.sampler.state(), "seed": self.cfg.seed}
+    if self.last_sync != self.step:
+      save_pretrained(self._engine_model, os.path.join(self.run_dir, "engine_weights"))
+    self.ckpt.save(self.step, self.state, meta)
+    if self.cfg.checkpoint.export_hf:
+      self.export_hf(os.path.join(self.run_dir, "hf", f"step_{self.step}"))
+
+  def export_hf(self, path: str) -> str:
+    save_pretrained(self.current_model(), path, tokenizer=self.tokenizer)
+    return path
+
+  def sync_weights(self) -> None:
+    self._engine_model = self.current_model()
+    self.engine.update_weights(self._engine_model)
+    self.last_sync = self.step
+
+  def _step_fn(self, batch):
+    key = tuple(sorted(batch))
+    if key not in self._step_fns:
+      self._step_fns[key] = make_train_step(self.graphdef, self.optimizer, self.step_cfg, self.state, self.mesh,
+                                            batch_fields=key)
+    return self._step_fns[key]
+
+  # -- one RL step ------------------------------------------------------------------------------------
+  def train_step(self) -> dict:
+    cfg = self.cfg
+    if self.step - self.last_sync >= cfg.rollout.sync_interval or not hasattr(self, "_engine_model"):
+      self.sync_weights()
+    t0 = time.perf_counter()
+    packs = self.sampler.next_packs(int(cfg.data.packs_per_step))
+    self.backend.reseed(derive_seed(cfg.seed, self.step))
+    trajs = run_cod(self.backend, packs, int(cfg.data.repeats), self.settings)
+    t_roll = time.perf_counter() - t0
+    a = cfg.algorithm
+    if a.advantage == "cod":
+      scored = cod_episode_scores(trajs, a.returns, a.window or None, a.gamma)
+    else:
+      scored = grpo_episode_scores(trajs, bool(a.grpo_normalize_std))
+    temp = None
+    if a.red_weight:
+      scored, temp = apply_red(scored, a.red_t_min, a.red_t_max, a.red_max_iter, a.red_tol)
+    seqs = episodes_to_sequences(scored)
+    shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+    batch, bstats = assemble_batch(seqs, int(cfg.train.seq_len), pack=bool(cfg.train.pack),
+                                   row_multiple=int(cfg.train.num_microbatches) * shards,
+                                   bucket_len=not cfg.train.pack)
+    t1 = time.perf_counter()
+    self.state, out = self._step_fn(batch)(self.state, {k: jnp.asarray(v) for k, v in batch.items()})
+    out = {k: float(v) for k, v in jax.device_get(out).items()}
+    t_train = time.perf_counter() - t1
+    self.step += 1
+    m = rollout_metrics(trajs)
+    m.update({f"train/{k}": v for k, v in out.items()})
+    m.update({f"batch/{k}": v for k, v in bstats.items()})
+    m["red_temperature"] = float(temp) if temp is not None else 0.0
+    m["red_active"] = float(temp is not None)
+    m["advantage_abs_mean"] = float(np.mean([abs(s) for _, s in scored])) if scored else 0.0
+    m["time/rollout_s"], m["time/train_s"] = t_roll, t_train
+    m["tok_per_s"] = bstats["tokens"] / max(t_train, 1e-9)
+    m["rollout_gen_tok_per_s"] = m["generated_tokens"] / max(t_roll, 1e-9)
+    m["loss"] = out["loss"]
+    m["staleness"] = float(self.step - 1 - self.last_sync)
+    return m
+
+  # -- evaluation -------------------------------------------------------------------------------------
+  def evaluate(self, tag: str | None = None) -> dict:
+    cfg = self.cfg
+    ev = cfg.eval
+    specs = env_specs(ev.envs) if len(ev.envs) else self.specs
+    self.sync_weights()
+    params = SamplingParams(temperature=float(ev.temperature), top_p=float(cfg.rollout.top_p),
+                            top_k=int(cfg.rollout.top_k), max_tokens=int(cfg.rollout.max_response_tokens))
+    backend = EngineBackend(self.engine, self.tokenizer, params, max_prompt_tokens=int(cfg.rollout.max_prompt_tokens),
+                            seed=derive_seed(cfg.seed, 99991))
+    results = {}
+    for spec in specs:
+      packs = eval_packs(spec, int(ev.num_packs), int(ev.pack_size), int(cfg.data.n_train), int(cfg.data.n_test),
+                         int(cfg.data.split_seed), split=str(ev.split))
+      summary, _ = evaluate_packs(backend, packs, self.settings)
+      results[spec.label] = summary
+    tag = tag or f"step_{self.step}"
+    os.makedirs(os.path.join(self.run_dir, "eval"), exist_ok=True)
+    with open(os.path.join(self.run_dir, "eval", f"{tag}.json"), "w") as f:
+      json.dump({"step": self.step, "results": results}, f, indent=2)
+    flat = {}
+    for label, r in results.items():
+      for k, (mu, se) in enumerate(zip(r["reward_mean"], r["reward_se"])):
+        flat[f"eval/{label}/pos{k}"] = mu
+        flat[f"eval/{label}/pos{k}_se"] = se
+      flat[f"eval/{label}/hint_parse_rate"] = r["hint_parse_rate"]
+    self.writer.write(self.step, flat)
+    print(f"\n[eval {tag}]\n" + format_table({f"{label} ({tag})": r for label, r in results.items()}), flush=True)
+    return results
+
+  # -- the whole run ----------------------------------------------------------------------------------
+  def run(self) -> dict | None:
+    cfg = self.cfg
+    if cfg.eval.at_start and self.step == 0 and cfg.eval.num_packs:
+      self.evaluate("start")
+    bar = Progress(cfg.total_steps, self.step, enabled=bool(cfg.log.progress))
+    while self.step < cfg.total_steps:
+      m = self.train_step()
+      if self.step % cfg.log.every == 0 or self.step == cfg.total_steps:
+        self.writer.write(self.step, m)
+      bar.update(m)
+      if cfg.checkpoint.every and self.step % cfg.checkpoint.every == 0:
+        self.save()
+      if cfg.eval.every and self.step % cfg.eval.every == 0 and cfg.eval.num_packs:
+        self.evaluate()
+    bar.close()
+    final = None
+    if cfg.eval.at_end and cfg.eval.num_packs:
+      final = self.evaluate("final")
+    if cfg.checkpoint.every or cfg.checkpoint.export_hf:
+      if self.step not in self.ckpt.steps():
+        self.save()
+    return final
+
+  def close(self) -> None:
+    self.writer.close()
+    self.ckpt.close()
+    self.engine.close()

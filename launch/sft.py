@@ -1,0 +1,44 @@
+"""SFT warm start only: ``python launch/sft.py --config=experiments/<name>.py [--out=DIR]``.
+
+Builds expert transcripts through the CoD workflow (so the format is exactly what the policy later
+produces), trains with the SFT loss for ``config.sft.steps`` steps and writes an HF checkpoint.
+"""
+
+import os
+
+from absl import app, flags
+from ml_collections import config_flags
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "experiment config file", lock_config=True)
+_OUT = flags.DEFINE_string("out", "", "output HF directory (default: <run_dir>/sft_model)")
+
+
+def main(argv):
+  del argv
+  import json
+
+  from codjax.models import from_pretrained
+  from codjax.models.tokenizer import load_tokenizer
+  from codjax.parallel import maybe_initialize_distributed, mesh_from_config
+  from codjax.train.config import validate
+  from codjax.train.data import env_specs
+  from codjax.train.loop import ensure_model_dir
+  from codjax.train.sft import run_sft
+
+  cfg = validate(_CONFIG.value)
+  if cfg.sft.steps <= 0:
+    raise app.UsageError("config.sft.steps must be > 0")
+  maybe_initialize_distributed()
+  mesh = mesh_from_config(cfg.mesh)
+  path = ensure_model_dir(cfg)
+  out = _OUT.value or os.path.join(cfg.run_dir, "sft_model")
+  model = from_pretrained(path, dtype=cfg.model.dtype, mesh=mesh, remat=cfg.model.remat,
+                          attention_impl=cfg.model.attention_impl)
+  _, stats = run_sft(cfg, model, load_tokenizer(path), env_specs(cfg.data.envs), mesh, out, cfg.run_dir)
+  print(json.dumps({k: v for k, v in stats.items()}, indent=2))
+  print(f"wrote SFT model to {out}")
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["config"])
+  app.run(main)

@@ -1,0 +1,30 @@
+"""CoD-Train: ``python launch/train.py --config=experiments/<name>.py [--config.a.b=value] [--resume]``.
+
+Runs the experiment's stages: (tiny model) -> (SFT warm start) -> CoD RL -> final evaluation, writing
+metrics.jsonl, TensorBoard events, eval/*.json and orbax checkpoints into ``config.run_dir``.
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "experiment config file", lock_config=True)
+_RESUME = flags.DEFINE_boolean("resume", False, "continue from the latest checkpoint in run_dir")
+_EXPORT = flags.DEFINE_string("export_hf", "", "after the run, export the policy to this HF directory")
+
+
+def main(argv):
+  del argv
+  from codjax.train.loop import Trainer
+
+  trainer = Trainer(_CONFIG.value, resume=_RESUME.value)
+  try:
+    trainer.run()
+    if _EXPORT.value:
+      print(f"exported policy to {trainer.export_hf(_EXPORT.value)}")
+  finally:
+    trainer.close()
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["config"])
+  app.run(main)
