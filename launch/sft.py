@@ -15,6 +15,10 @@ _OUT = flags.DEFINE_string("out", "", "output HF directory (default: <run_dir>/s
 
 def main(argv):
   del argv
+  from absl import logging
+
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint file at INFO
   import json
 
   from codjax.models import from_pretrained
@@ -33,7 +37,7 @@ def main(argv):
   path = ensure_model_dir(cfg)
   out = _OUT.value or os.path.join(cfg.run_dir, "sft_model")
   model = from_pretrained(path, dtype=cfg.model.dtype, mesh=mesh, remat=cfg.model.remat,
-                          attention_impl=cfg.model.attention_impl)
+                          attention_impl=cfg.model.attention_impl, param_dtype=cfg.model.param_dtype or None)
   _, stats = run_sft(cfg, model, load_tokenizer(path), env_specs(cfg.data.envs), mesh, out, cfg.run_dir)
   print(json.dumps({k: v for k, v in stats.items()}, indent=2))
   print(f"wrote SFT model to {out}")

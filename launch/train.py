@@ -14,6 +14,10 @@ _EXPORT = flags.DEFINE_string("export_hf", "", "after the run, export the policy
 
 def main(argv):
   del argv
+  from absl import logging
+
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint file at INFO
   from codjax.train.loop import Trainer
 
   trainer = Trainer(_CONFIG.value, resume=_RESUME.value)

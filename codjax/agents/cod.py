@@ -228,6 +228,8 @@ class CodWorkflow(Workflow):
 
   def _finish_update(self, ep: Episode, text: str) -> None:
     if ep.budget_exhausted:
+      ep.messages.pop()  # the placeholder reply of a backend that could not generate
+      ep.num_turns -= 1
       ep.truncated = True
       ep.truncation_reason = "prompt token budget exhausted"
       parsed = None

@@ -104,11 +104,22 @@ class Workflow(abc.ABC):
 
 
 def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int = 1_000_000) -> int:
-  """Advances all workflows until every one is finished; returns the number of backend calls."""
+  """Advances all workflows until every one is finished; returns the number of backend calls.
+
+  A backend with a ``max_concurrent`` attribute (an engine with a fixed number of cache slots) is served at
+  most that many episodes per call: the first ``max_concurrent`` unfinished workflows run, and a waiting one
+  joins when another finishes. A started workflow stays in that set until it finishes, so at most
+  ``max_concurrent`` episodes ever hold per-episode backend state."""
+  limit = getattr(backend, "max_concurrent", None)
   ticks = 0
   while True:
-    active = [(w, w.active_episode()) for w in workflows]
-    active = [(w, ep) for w, ep in active if ep is not None]
+    active = []
+    for w in workflows:
+      ep = w.active_episode()
+      if ep is not None:
+        active.append((w, ep))
+        if limit is not None and len(active) == limit:
+          break
     if not active:
       return ticks
     if ticks >= max_ticks:

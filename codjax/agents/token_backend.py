@@ -99,6 +99,8 @@ class EngineBackend(_TokenRecorder):
                template_kwargs: dict | None = None, seed: int | None = None):
     super().__init__(tokenizer, max_prompt_tokens, template_kwargs)
     self.engine = engine
+    # one engine session per live episode: never more live episodes than the engine has cache slots
+    self.max_concurrent = getattr(engine, "max_slots", None)
     stops = tuple(params.stop_token_ids) or (self.eos_id,)
     self.params = dataclasses.replace(params, stop_token_ids=stops)
     self.reseed(seed)

@@ -97,6 +97,12 @@ class EnvFamily(abc.ABC):
     ``pack_seed``. Ralph modes pass the same task seed several times.
     """
 
+  def score_hint(self, pack_seed: int, hint: str) -> float | None:
+    """Accuracy of the facts a hint states about the pack's hidden structure, in [0, 1]; None when the
+    hint states none or the environment defines no such score. For evaluation only (never a reward)."""
+    del pack_seed, hint
+    return None
+
   def update_protocol_reminder(self) -> str:
     """Extra text appended to the update-context user prompt (PDE's delimiter reminder); default none."""
     return ""

@@ -62,6 +62,7 @@ HOLE_FEEDBACK = "Failed: Fell into a hole (O). Avoid holes by planning a safe pa
 PARSE_ERROR_FEEDBACK = ("Invalid format: could not parse action. Expected format: {your reasoning process here}"
                         "<answer>Direction X</answer>, where X is 1, 2, 3, or 4. Game over.")
 _ACTION_RE = re.compile(r"[Dd]irection\s+(\d+)")
+_HINT_PAIR_RE = re.compile(r"\b([1-4])\s*=\s*(up|down|left|right)\b", re.IGNORECASE)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "train": dict(min_size=4, max_size=5, min_p=0.6, max_p=0.7, env_max_steps=6, agent_max_steps=8),
@@ -418,6 +419,16 @@ class FrozenLakeFamily(EnvFamily):
     if self.cfg.mapping_index is not None:
       return {k + 1: d for k, d in enumerate(ALL_PERMUTATIONS[self.cfg.mapping_index])}
     return dict(DEFAULT_MAPPING)
+
+  def score_hint(self, pack_seed: int, hint: str) -> float | None:
+    """Fraction of the ``k=Direction`` pairs in the hint that match the pack's hidden mapping (per_pack)."""
+    if self.cfg.mapping_mode != "per_pack":
+      return None
+    pairs = _HINT_PAIR_RE.findall(hint)
+    if not pairs:
+      return None
+    truth = mapping_from_seed(pack_seed)
+    return sum(truth.get(int(k)) == d.capitalize() for k, d in pairs) / len(pairs)
 
   def sample_pack(self, pack_seed: int, num_tasks: int, task_seeds: Sequence[int] | None = None) -> list[TaskEnv]:
     pack_seed, seeds = pack_args(pack_seed, num_tasks, task_seeds)

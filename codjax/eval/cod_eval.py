@@ -34,6 +34,12 @@ def summarize(trajs: Sequence[CodTrajectory]) -> dict:
   out["mean_reward"] = float(r.mean())
   upd = [e for t in trajs for e in t.update_episodes]
   out["hint_parse_rate"] = float(np.mean([not e.format_error for e in upd])) if upd else float("nan")
+  # accuracy of the stated facts about the hidden structure (environments that define it, e.g. FrozenLake)
+  acc = [t.pack.family.score_hint(t.pack.pack_seed, e.info.get("new_hint", "")) for t in trajs
+         for e in t.update_episodes if not e.format_error]
+  acc = [a for a in acc if a is not None]
+  out["hint_accuracy"] = float(np.mean(acc)) if acc else float("nan")
+  out["hints_with_facts"] = float(len(acc) / len(upd)) if upd else float("nan")
   eps = [e for t in trajs for e in t.episodes()]
   gen = [n for e in eps for n in e.response_token_counts]
   out["response_tokens_mean"] = float(np.mean(gen)) if gen else 0.0
@@ -54,12 +60,13 @@ def format_table(results: dict[str, dict]) -> str:
   lines = []
   width = max(r["pack_size"] for r in results.values())
   head = f"{'policy / env':34s} " + " ".join(f"{'pos' + str(k):>13s}" for k in range(width))
-  head += f" {'last-first':>14s} {'hint parse':>10s}"
+  head += f" {'last-first':>14s} {'hint parse':>10s} {'hint acc':>8s}"
   lines.append(head)
   for name, r in results.items():
     cells = [f"{m:.3f}+-{s:.3f}" for m, s in zip(r["reward_mean"], r["reward_se"])]
     cells += [""] * (width - len(cells))
     row = f"{name[:34]:34s} " + " ".join(f"{c:>13s}" for c in cells)
     row += f" {r['last_minus_first']:+.3f}+-{r['last_minus_first_se']:.3f} {r['hint_parse_rate']:10.3f}"
+    row += f" {r.get('hint_accuracy', float('nan')):8.3f}"
     lines.append(row)
   return "\n".join(lines)

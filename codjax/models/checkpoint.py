@@ -165,19 +165,24 @@ class _SafetensorsIndex:
 
 
 def from_pretrained(path: str, dtype: str | None = None, mesh: jax.sharding.Mesh | None = None,
-                    rules=None, **config_overrides) -> Qwen3:
+                    rules=None, param_dtype: str | None = None, **config_overrides) -> Qwen3:
   """Loads a local HF Qwen3 directory (config.json + safetensors) into a codjax ``Qwen3``.
 
-  ``dtype`` sets both parameter and compute dtype ("float32", "bfloat16"); ``mesh`` places every tensor
+  ``dtype`` sets the compute dtype ("float32", "bfloat16") and, unless ``param_dtype`` is given, the
+  parameter dtype too (fp32 master weights with bf16 compute: ``param_dtype="float32", dtype="bfloat16"``);
+  ``mesh`` places every tensor
   straight into its sharded layout (logical-axis ``rules`` default to ``codjax.parallel.DEFAULT_RULES``).
   Raises ``FileNotFoundError``/``ValueError`` with the offending file or tensor for missing files, shape
   mismatches, unsupported ``model_type`` or ``rope_scaling``, and truncated safetensors.
   """
   if not os.path.isdir(path):
     raise FileNotFoundError(f"checkpoint directory {path!r} does not exist")
+  for name, value in (("dtype", dtype), ("param_dtype", param_dtype)):
+    if value is not None and value not in DTYPES:
+      raise ValueError(f"{name} must be one of {sorted(DTYPES)}, got {value!r}")
+  if param_dtype is not None:
+    config_overrides.setdefault("param_dtype", param_dtype)
   if dtype is not None:
-    if dtype not in DTYPES:
-      raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     config_overrides.setdefault("param_dtype", dtype)
     config_overrides.setdefault("dtype", dtype)
   cfg = Qwen3Config.from_pretrained_dir(path, **config_overrides)

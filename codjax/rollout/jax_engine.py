@@ -11,8 +11,10 @@ Each ``generate`` call:
   2. decode inside one jitted ``lax.while_loop`` (no Python loop over tokens): sample, write, stop per row
      on a stop token or its token budget, exit when all rows are done.
 Request batches are padded to power-of-two buckets and chunk lengths to a fixed bucket list, so a new
-prompt length does not trigger a recompile. Parameters are a jit argument: ``update_weights`` swaps them
-without recompiling.
+prompt length does not trigger a recompile. Each kernel works on the cache positions ``[0, Lb)`` only, Lb
+the power-of-two bucket (>= 128, capped at ``max_seq_len``) of the furthest position the call writes: the
+cost of a decode step (attention reads, the per-step cache update) scales with the conversations' length,
+not with ``max_seq_len``. Parameters are a jit argument: ``update_weights`` swaps them without recompiling.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from codjax.rollout.base import Completion, SamplingParams
 from codjax.rollout.sampling import sample_tokens
 
 CHUNK_BUCKETS = (16, 32, 64, 128, 256, 512)
+MIN_LENGTH_BUCKET = 128
 
 
 def _bucket(n: int, buckets: Sequence[int]) -> int:
@@ -85,20 +88,24 @@ class JaxEngine:
     self._free = list(range(self.max_slots, 0, -1))
     self._sessions: dict[int, _Session] = {}
     self._key = jax.random.key(seed)
-    self._prefill_fn = jax.jit(self._prefill_impl, donate_argnums=(1,))
+    self._prefill_fn = jax.jit(self._prefill_impl, donate_argnums=(1,), static_argnames=("length",))
     self._decode_fns: dict[tuple, object] = {}
     self.stats = {"prefill_tokens": 0, "reused_tokens": 0, "generated_tokens": 0, "calls": 0}
 
   # -- jitted kernels ------------------------------------------------------------------------------------
-  def _prefill_impl(self, params, cache, slots_b, tokens_bc, start_b, last_idx_b, last_h_bd):
-    """Runs one chunk for the rows ``slots_b``; rows whose last valid token is in the chunk
-    (0 <= last_idx_b < C) update ``last_h_bd``."""
+  def _length_bucket(self, end: int) -> int:
+    """Cache positions a call works on: the bucket of its furthest written position ``end`` (exclusive)."""
+    return min(self.max_seq_len, _pow2(end, lo=MIN_LENGTH_BUCKET))
+
+  def _prefill_impl(self, params, cache, slots_b, tokens_bc, start_b, last_idx_b, last_h_bd, *, length: int):
+    """Runs one chunk for the rows ``slots_b`` on cache positions [0, length); rows whose last valid token
+    is in the chunk (0 <= last_idx_b < C) update ``last_h_bd``."""
     model = nnx.merge(self._graphdef, params)
     ck, cv = cache
-    sub = (ck[:, slots_b], cv[:, slots_b])
+    sub = (ck[:, slots_b, :length], cv[:, slots_b, :length])
     hidden, (sk, sv) = model.forward_cached(tokens_bc, start_b, sub)
-    ck = ck.at[:, slots_b].set(sk)
-    cv = cv.at[:, slots_b].set(sv)
+    ck = ck.at[:, slots_b, :length].set(sk)
+    cv = cv.at[:, slots_b, :length].set(sv)
     c = tokens_bc.shape[1]
     take = jnp.take_along_axis(hidden, jnp.clip(last_idx_b, 0, c - 1)[:, None, None], axis=1)[:, 0]
     in_chunk = (last_idx_b >= 0) & (last_idx_b < c)
@@ -106,11 +113,14 @@ class JaxEngine:
     return (ck, cv), last_h_bd
 
   def _decode_impl(self, params, cache, slots_b, last_h_bd, start_b, budget_b, stop_ids, key, temperature,
-                   top_p, *, max_new: int, top_k: int, greedy: bool):
-    """Samples up to ``budget_b`` tokens per row inside one while_loop; returns tokens, logprobs, counts."""
+                   top_p, *, max_new: int, top_k: int, greedy: bool, length: int):
+    """Samples up to ``budget_b`` tokens per row inside one while_loop on cache positions [0, length)
+    (rows that finished early keep writing past their end, harmlessly: such positions are never valid, and
+    dynamic_update_slice clamps writes to position length - 1, which no row reaches); returns tokens,
+    logprobs, counts."""
     model = nnx.merge(self._graphdef, params)
     ck, cv = cache
-    sub = (ck[:, slots_b], cv[:, slots_b])
+    sub = (ck[:, slots_b, :length], cv[:, slots_b, :length])
     b = slots_b.shape[0]
 
     def is_stop(tok):
@@ -141,8 +151,8 @@ class JaxEngine:
 
     state = (jnp.int32(1), sub, tok0, out_t, out_lp, done, n, key)
     _, sub, _, out_t, out_lp, _, n, _ = jax.lax.while_loop(cond, body, state)
-    ck = ck.at[:, slots_b].set(sub[0])
-    cv = cv.at[:, slots_b].set(sub[1])
+    ck = ck.at[:, slots_b, :length].set(sub[0])
+    cv = cv.at[:, slots_b, :length].set(sub[1])
     return (ck, cv), out_t, out_lp, n
 
   # -- sessions ------------------------------------------------------------------------------------------
@@ -227,7 +237,8 @@ class JaxEngine:
         last_idx = np.where(last_idx >= c_fit, -1, last_idx)
         c = c_fit
       self._cache, last_h = self._prefill_fn(self._params, self._cache, slots_j, jnp.asarray(chunk),
-                                             jnp.asarray(cstart), jnp.asarray(last_idx), last_h)
+                                             jnp.asarray(cstart), jnp.asarray(last_idx), last_h,
+                                             length=self._length_bucket(int(cstart.max()) + c))
       done_tokens += c
     # 2. decode
     lengths = np.array([len(p) for p in prompts] + [1] * (bb - n), np.int32)
@@ -241,11 +252,12 @@ class JaxEngine:
       key = jax.random.key(params.seed)
     else:
       self._key, key = jax.random.split(self._key)
-    sig = (bb, max_new, params.top_k, params.greedy, len(stop))
+    length = self._length_bucket(int((lengths[:n] + budget[:n]).max()))
+    sig = (bb, max_new, params.top_k, params.greedy, len(stop), length)
     if sig not in self._decode_fns:
       self._decode_fns[sig] = jax.jit(
-          lambda *a, max_new=max_new, top_k=params.top_k, greedy=params.greedy: self._decode_impl(
-              *a, max_new=max_new, top_k=top_k, greedy=greedy), donate_argnums=(1,))
+          lambda *a, max_new=max_new, top_k=params.top_k, greedy=params.greedy, length=length: self._decode_impl(
+              *a, max_new=max_new, top_k=top_k, greedy=greedy, length=length), donate_argnums=(1,))
     self._cache, toks, lps, counts = self._decode_fns[sig](
         self._params, self._cache, slots_j, last_h, jnp.asarray(lengths), jnp.asarray(budget),
         jnp.asarray(stop), key, jnp.float32(params.temperature), jnp.float32(params.top_p))

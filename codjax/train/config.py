@@ -4,7 +4,10 @@ An experiment file defines ``get_config()`` returning ``base_config()`` with its
 checks every field with a clear error (before any model is built), and the launchers accept
 ``--config.a.b=value`` overrides (ml_collections config_flags). Field meanings (paper / reference names):
 
-  model      path (local HF dir) or preset; dtype; remat; attention_impl; vocab_chunks (logprob chunking)
+  model      path (local HF dir) or preset; arch (preset name of the checkpoint's architecture, for memory
+             planning before it exists); dtype (compute); param_dtype (parameters and optimizer moments;
+             '' = dtype; keep float32 with lr ~1e-6, whose updates bfloat16 weights round away); remat;
+             attention_impl; vocab_chunks (logprob chunking); enable_thinking (Qwen3 chat template switch)
              make_tiny: write a random tiny checkpoint to ``path`` first (CPU demos), with ``tiny`` arch
   mesh       data / fsdp / tensor axis sizes (-1 fills the rest)
   data       envs: {label: {name, preset, params, proportion}}; pack_size S; packing (cod | ralph_sample |
@@ -47,15 +50,16 @@ def env_entry(name: str, preset: str | None = None, proportion: float = 1.0, **p
 def base_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.name = "experiment"
+  c.workflow = "cod"  # cod | orbit (codjax.train.workflows)
   c.seed = 0
   c.run_dir = "runs/experiment"
   c.total_steps = 100
   c.model = ml_collections.ConfigDict(dict(
-      path="", preset="", dtype="float32", remat="none", attention_impl="xla", vocab_chunks=1, init_seed=0,
-      make_tiny=False,
+      path="", preset="", arch="", dtype="float32", param_dtype="", remat="none", attention_impl="xla", vocab_chunks=1, init_seed=0,
+      make_tiny=False, enable_thinking=False,
       tiny=dict(vocab_size=512, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, head_dim=32, intermediate_size=384, tie_word_embeddings=True,
-                corpus_packs=200)))
+                corpus_packs=200, phrase_merges=False)))
   c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))
   c.data = ml_collections.ConfigDict(dict(
       envs={"main": env_entry("frozenlake_obscure", "train")}, pack_size=4, packing="cod", packs_per_step=4,
@@ -96,11 +100,20 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(isinstance(c.total_steps, int) and c.total_steps >= 0, f"total_steps must be an int >= 0, got {c.total_steps!r}")
   _req(isinstance(c.seed, int), f"seed must be an int, got {c.seed!r}")
   _req(bool(c.run_dir), "run_dir must be set")
+  from codjax.train.workflows import get_workflow
+
+  try:
+    get_workflow(str(c.workflow))
+  except ValueError as e:
+    raise ConfigError(f"workflow: {e}") from None
   m = c.model
   _req(bool(m.path) != bool(m.preset) or (m.make_tiny and bool(m.path)),
        "model: set exactly one of model.path (HF checkpoint dir) or model.preset (random init)")
   _req(not m.preset or m.preset in PRESETS, f"model.preset must be one of {sorted(PRESETS)}, got {m.preset!r}")
   _req(m.dtype in DTYPES, f"model.dtype must be one of {sorted(DTYPES)}, got {m.dtype!r}")
+  _req(not m.param_dtype or m.param_dtype in DTYPES,
+       f"model.param_dtype must be '' or one of {sorted(DTYPES)}, got {m.param_dtype!r}")
+  _req(not m.arch or m.arch in PRESETS, f"model.arch must be '' or one of {sorted(PRESETS)}, got {m.arch!r}")
   _req(m.remat in REMAT_POLICIES, f"model.remat must be one of {REMAT_POLICIES}, got {m.remat!r}")
   _req(m.attention_impl in ATTENTION_IMPLS, f"model.attention_impl must be one of {ATTENTION_IMPLS}")
   _req(isinstance(m.vocab_chunks, int) and m.vocab_chunks >= 1, "model.vocab_chunks must be an int >= 1")
@@ -120,6 +133,8 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(d.packing in PACKING_STRATEGIES, f"data.packing must be one of {PACKING_STRATEGIES}, got {d.packing!r}")
   _req(isinstance(d.packs_per_step, int) and d.packs_per_step >= 1, "data.packs_per_step must be an int >= 1")
   _req(isinstance(d.repeats, int) and d.repeats >= 1, "data.repeats (G) must be an int >= 1")
+  _req(c.algorithm.advantage != "cod" or c.workflow == "cod",
+       "algorithm.advantage='cod' needs workflow='cod' (ORBIT uses 'grpo')")
   _req(c.algorithm.advantage != "cod" or d.repeats >= 2 or c.total_steps == 0,
        "data.repeats must be >= 2 for the CoD group baseline")
   _req(d.n_train >= d.pack_size and d.n_test >= 0, "data.n_train must be >= pack_size and n_test >= 0")

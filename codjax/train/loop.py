@@ -22,10 +22,8 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
-from codjax.agents.cod import CodSettings, run_cod
 from codjax.agents.token_backend import EngineBackend
 from codjax.envs.base import derive_seed
-from codjax.eval.cod_eval import evaluate_packs, format_table
 from codjax.models import from_pretrained, init_model, preset, save_pretrained
 from codjax.models.tokenizer import load_tokenizer
 from codjax.parallel import maybe_initialize_distributed, mesh_from_config, shard_model
@@ -36,15 +34,11 @@ from codjax.rl.train_step import OptimizerConfig, StepConfig, init_train_state, 
 from codjax.rollout.base import SamplingParams
 from codjax.train.checkpoint import Checkpointer
 from codjax.train.config import validate
-from codjax.train.credit import apply_red, cod_episode_scores, grpo_episode_scores
+from codjax.train.credit import apply_red
 from codjax.train.data import PackSampler, env_specs, eval_packs
 from codjax.train.engines import build_engine
 from codjax.train.metrics import MetricWriter, Progress
-
-
-def cod_settings(cfg) -> CodSettings:
-  return CodSettings(use_hints=bool(cfg.cod.use_hints), hint_penalty=float(cfg.cod.hint_penalty),
-                     response_limit=int(cfg.cod.response_limit) or None, protocol=str(cfg.cod.protocol))
+from codjax.train.workflows import get_workflow
 
 
 def optimizer_config(o, total_steps: int = 0) -> OptimizerConfig:
@@ -67,31 +61,6 @@ def step_config(cfg) -> StepConfig:
 def episodes_to_sequences(scored) -> list[TrainSequence]:
   return [TrainSequence(ep.tokens, ep.loss_mask, ep.logprobs, score) for ep, score in scored
           if ep.num_loss_tokens > 0]
-
-
-def rollout_metrics(trajs, prefix: str = "") -> dict:
-  """Per-position solve rewards, hint parse rate, format errors, response lengths, truncations."""
-  m = {}
-  by_env: dict[str, list] = {}
-  for t in trajs:
-    by_env.setdefault(t.pack.env_name, []).append(t)
-  for env, ts in by_env.items():
-    r = np.stack([t.task_rewards for t in ts])
-    for k in range(r.shape[1]):
-      m[f"{prefix}reward/{env}/pos{k}"] = float(r[:, k].mean())
-  allr = np.concatenate([t.task_rewards for t in trajs])
-  m[f"{prefix}reward_mean"] = float(allr.mean())
-  upd = [e for t in trajs for e in t.update_episodes]
-  if upd:
-    m[f"{prefix}hint_parse_rate"] = float(np.mean([not e.format_error for e in upd]))
-  solves = [e for t in trajs for e in t.solve_episodes]
-  m[f"{prefix}format_error_rate"] = float(np.mean([e.format_error for e in solves]))
-  eps = [e for t in trajs for e in t.episodes()]
-  gen = [n for e in eps for n in e.response_token_counts]
-  m[f"{prefix}response_tokens_mean"] = float(np.mean(gen)) if gen else 0.0
-  m[f"{prefix}generated_tokens"] = float(sum(gen))
-  m[f"{prefix}truncated_episodes"] = float(sum(e.truncated for e in eps))
-  return m
 
 
 def ensure_model_dir(cfg) -> str:
@@ -132,7 +101,7 @@ class Trainer:
       f.write(cfg.to_json_best_effort(indent=2))
     m = cfg.model
     self.model_path = model_path or (ensure_model_dir(cfg) if m.path else "")
-    over = dict(remat=m.remat, attention_impl=m.attention_impl)
+    over = dict(remat=m.remat, attention_impl=m.attention_impl, param_dtype=m.param_dtype or None)
     self.sft_stats = None
     if cfg.sft.steps > 0 and not model_path:
       self.model_path, self.sft_stats = self.warm_start(self.model_path, over)
@@ -155,12 +124,14 @@ class Trainer:
     r = cfg.rollout
     self.params = SamplingParams(temperature=float(r.temperature), top_p=float(r.top_p), top_k=int(r.top_k),
                                  max_tokens=int(r.max_response_tokens))
+    self.template_kwargs = {"enable_thinking": bool(m.enable_thinking)}  # Qwen3 template switch (T1: off)
     self.backend = EngineBackend(self.engine, self.tokenizer, self.params,
-                                 max_prompt_tokens=int(r.max_prompt_tokens))
-    self.settings = cod_settings(cfg)
+                                 max_prompt_tokens=int(r.max_prompt_tokens), template_kwargs=self.template_kwargs)
+    self.workflow = get_workflow(str(cfg.workflow))
     self.ckpt = Checkpointer(os.path.join(self.run_dir, "checkpoints"), int(cfg.checkpoint.max_to_keep))
     self.step = 0
     self.last_sync = 0
+    self._engine_model = None
     if resume:
       self._restore()
     self.writer = MetricWriter(self.run_dir, tensorboard=bool(cfg.log.tensorboard))
@@ -199,18 +170,22 @@ class Trainer:
     self.step = int(meta["step"])
     self.last_sync = int(meta["last_sync"])
     self.sampler.restore(meta["sampler"])
-    self.engine.update_weights(self.current_model() if self.last_sync == self.step else self._synced_model(meta))
+    if self._needs_sync():
+      self.sync_weights()  # the next step would sync anyway
+    else:
+      # the engine sampled from the weights of step `last_sync`, exported next to the checkpoint
+      path = os.path.join(self.run_dir, "engine_weights")
+      self._engine_model = from_pretrained(path, dtype=self.cfg.model.dtype, mesh=self.mesh,
+                                           param_dtype=self.cfg.model.param_dtype or None)
+      self.engine.update_weights(self._engine_model)
     logging.info("resumed from checkpoint step %d", step)
 
-  def _synced_model(self, meta):
-    # The engine's weights at save time were those of step `last_sync`; when sync_interval > 1 they are kept
-    # in the checkpoint directory as an HF export so a resumed run samples from the same policy.
-    path = os.path.join(self.run_dir, "engine_weights")
-    return from_pretrained(path, dtype=self.cfg.model.dtype, mesh=self.mesh)
+  def _needs_sync(self) -> bool:
+    return self._engine_model is None or self.step - self.last_sync >= self.cfg.rollout.sync_interval
 
   def save(self) -> None:
     meta = {"step": self.step, "last_sync": self.last_sync, "sampler": self.sampler.state(), "seed": self.cfg.seed}
-    if self.last_sync != self.step:
+    if not self._needs_sync():
       save_pretrained(self._engine_model, os.path.join(self.run_dir, "engine_weights"))
     self.ckpt.save(self.step, self.state, meta)
     if self.cfg.checkpoint.export_hf:
@@ -221,8 +196,15 @@ class Trainer:
     return path
 
   def sync_weights(self) -> None:
-    self._engine_model = self.current_model()
-    self.engine.update_weights(self._engine_model)
+    """Pushes the current params to the engine. A copy is kept (the train step donates its buffers) when
+    the engine lags the trainer (sync_interval > 1), so a checkpoint can record the sampling policy."""
+    model = self.current_model()
+    self.engine.update_weights(model)
+    if self.cfg.rollout.sync_interval > 1:
+      graphdef, params = nnx.split(model)
+      self._engine_model = nnx.merge(graphdef, jax.tree.map(jnp.copy, params))
+    else:
+      self._engine_model = model  # never read after the next step (which always syncs again)
     self.last_sync = self.step
 
   def _step_fn(self, batch):
@@ -235,18 +217,15 @@ class Trainer:
   # -- one RL step ------------------------------------------------------------------------------------
   def train_step(self) -> dict:
     cfg = self.cfg
-    if self.step - self.last_sync >= cfg.rollout.sync_interval or not hasattr(self, "_engine_model"):
+    if self._needs_sync():
       self.sync_weights()
     t0 = time.perf_counter()
     packs = self.sampler.next_packs(int(cfg.data.packs_per_step))
     self.backend.reseed(derive_seed(cfg.seed, self.step))
-    trajs = run_cod(self.backend, packs, int(cfg.data.repeats), self.settings)
+    trajs = self.workflow.rollout(self.backend, packs, int(cfg.data.repeats), cfg)
     t_roll = time.perf_counter() - t0
     a = cfg.algorithm
-    if a.advantage == "cod":
-      scored = cod_episode_scores(trajs, a.returns, a.window or None, a.gamma)
-    else:
-      scored = grpo_episode_scores(trajs, bool(a.grpo_normalize_std))
+    scored = self.workflow.score(trajs, cfg)
     temp = None
     if a.red_weight:
       scored, temp = apply_red(scored, a.red_t_min, a.red_t_max, a.red_max_iter, a.red_tol)
@@ -260,7 +239,7 @@ class Trainer:
     out = {k: float(v) for k, v in jax.device_get(out).items()}
     t_train = time.perf_counter() - t1
     self.step += 1
-    m = rollout_metrics(trajs)
+    m = self.workflow.metrics(trajs)
     m.update({f"train/{k}": v for k, v in out.items()})
     m.update({f"batch/{k}": v for k, v in bstats.items()})
     m["red_temperature"] = float(temp) if temp is not None else 0.0
@@ -278,29 +257,32 @@ class Trainer:
     cfg = self.cfg
     ev = cfg.eval
     specs = env_specs(ev.envs) if len(ev.envs) else self.specs
-    self.sync_weights()
+    self.engine.update_weights(self.current_model())  # evaluate the current policy
     params = SamplingParams(temperature=float(ev.temperature), top_p=float(cfg.rollout.top_p),
                             top_k=int(cfg.rollout.top_k), max_tokens=int(cfg.rollout.max_response_tokens))
     backend = EngineBackend(self.engine, self.tokenizer, params, max_prompt_tokens=int(cfg.rollout.max_prompt_tokens),
-                            seed=derive_seed(cfg.seed, 99991))
+                            seed=derive_seed(cfg.seed, 99991), template_kwargs=self.template_kwargs)
     results = {}
     for spec in specs:
       packs = eval_packs(spec, int(ev.num_packs), int(ev.pack_size), int(cfg.data.n_train), int(cfg.data.n_test),
                          int(cfg.data.split_seed), split=str(ev.split))
-      summary, _ = evaluate_packs(backend, packs, self.settings)
-      results[spec.label] = summary
+      results[spec.label] = self.workflow.summarize(self.workflow.rollout(backend, packs, 1, cfg))
+    if self._engine_model is not None and self.cfg.rollout.sync_interval > 1:
+      self.engine.update_weights(self._engine_model)  # back to the (possibly stale) sampling policy
     tag = tag or f"step_{self.step}"
     os.makedirs(os.path.join(self.run_dir, "eval"), exist_ok=True)
     with open(os.path.join(self.run_dir, "eval", f"{tag}.json"), "w") as f:
       json.dump({"step": self.step, "results": results}, f, indent=2)
     flat = {}
     for label, r in results.items():
-      for k, (mu, se) in enumerate(zip(r["reward_mean"], r["reward_se"])):
-        flat[f"eval/{label}/pos{k}"] = mu
-        flat[f"eval/{label}/pos{k}_se"] = se
-      flat[f"eval/{label}/hint_parse_rate"] = r["hint_parse_rate"]
+      for name, v in r.items():
+        if isinstance(v, (int, float)):
+          flat[f"eval/{label}/{name}"] = v
+        elif isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
+          flat.update({f"eval/{label}/{name}/{k}": x for k, x in enumerate(v)})
     self.writer.write(self.step, flat)
-    print(f"\n[eval {tag}]\n" + format_table({f"{label} ({tag})": r for label, r in results.items()}), flush=True)
+    print(f"\n[eval {tag}]\n" + self.workflow.table({f"{label} ({tag})": r for label, r in results.items()}),
+          flush=True)
     return results
 
   # -- the whole run ----------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from codjax.train.metrics import MetricWriter, Progress
 
 def expert_transcripts(cfg, specs, tokenizer, num_packs: int, seed: int) -> tuple[list[TrainSequence], dict]:
   """Tokenized expert episodes (solve + update) over ``num_packs`` training packs, one repeat each."""
-  from codjax.train.loop import cod_settings
+  from codjax.train.workflows import cod_settings
 
   sampler = PackSampler(specs, int(cfg.data.pack_size), str(cfg.data.packing), seed, int(cfg.data.n_train),
                         int(cfg.data.n_test), int(cfg.data.split_seed))
@@ -47,7 +47,8 @@ def expert_transcripts(cfg, specs, tokenizer, num_packs: int, seed: int) -> tupl
       policy = MixedPolicy(expert, make_policy(env_name, "random"), float(cfg.sft.expert_random_frac))
     backend = TokenizingBackend(PolicyBackend(policy, seed=seed), tokenizer,
                                 max_prompt_tokens=int(cfg.rollout.max_prompt_tokens),
-                                max_response_tokens=int(cfg.rollout.max_response_tokens))
+                                max_response_tokens=int(cfg.rollout.max_response_tokens),
+                                template_kwargs={"enable_thinking": bool(cfg.model.enable_thinking)})
     trajs = run_cod(backend, env_packs, 1, cod_settings(cfg))
     for t in trajs:
       rewards.append(t.task_rewards)

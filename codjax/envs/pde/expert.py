@@ -6,10 +6,11 @@
    early and only decays later, so u covers the widest range);
 2. run the full-dictionary regression on this task's own data (``merged_t{k}_t{k}``), then on ``merged_all``;
 3. vote: every dictionary-mode report is an evidence source ranking the admissible supports (at most the
-   stated number of terms) by their error ratio to the best admissible one. A support's score is the
-   weighted sum of log error ratios over the sources (``ABSENT_RATIO`` when a source does not list it);
-   the pooled fit weighs ``merged_weight(k)`` = two votes per earlier task, each local ranking one vote,
-   and every ranking in the hint's ledger one vote. The lowest score wins;
+   stated number of terms, no coefficient above ``COEF_CAP``) by their error ratio to the best admissible
+   one. A support's score is the weighted sum of log error ratios over the sources (``ABSENT_RATIO`` when a
+   source does not list it) plus ``TERM_PENALTY`` per term and unit of weight (parsimony); the pooled fit
+   weighs ``merged_weight(k)`` = two votes per earlier task, each local ranking one vote, and every ranking
+   in the hint's ledger one vote. The lowest score wins (constants tuned on development seeds);
 4. submit the winning support's equation from the latest report, refitting it first (candidate mode) when
    that report does not list it.
 
@@ -35,6 +36,8 @@ from codjax.envs.experts import TextPolicy
 from codjax.envs.pde import dictionary
 
 ABSENT_RATIO = 3.0
+TERM_PENALTY = 0.2
+COEF_CAP = 5.0
 LEDGER_ITEMS = 5
 LEDGER_TASKS = 8
 SAMPLE_TIMES = (0.0, 0.05, 0.1)
@@ -90,11 +93,25 @@ def _parse_support_text(text: str) -> tuple[int, ...] | None:
   return tuple(sorted(dictionary.TERM_INDEX[n] for n in names))
 
 
+def _coefs(eq: str) -> np.ndarray | None:
+  try:
+    return dictionary.parse_equation(eq)
+  except dictionary.EquationError:
+    return None
+
+
 def ranking(cands: list[tuple[str, float]], max_terms: int) -> Ranking:
-  """Admissible supports of a report with their error ratio to the best admissible one."""
+  """Admissible supports of a report with their error ratio to the best admissible one.
+
+  Admissible: at most ``max_terms`` terms and no coefficient above ``COEF_CAP`` in magnitude (huge
+  cancelling coefficients mean the fit exploits near-collinear terms rather than explaining the data).
+  """
   errs: dict[tuple[int, ...], float] = {}
   for eq, err in cands:
-    sup = _support(eq)
+    c = _coefs(eq)
+    if c is None or np.abs(c).max() > COEF_CAP:
+      continue
+    sup = tuple(int(k) for k in np.flatnonzero(c))
     if sup and len(sup) <= max_terms and sup not in errs:
       errs[sup] = err
   if not errs:
@@ -120,8 +137,9 @@ def parse_ranking(line: str) -> Ranking:
 def score_supports(sources: list[tuple[float, Ranking]]) -> list[tuple[float, int, tuple[int, ...]]]:
   """``(score, size, support)`` sorted best first (see the module docstring)."""
   sups = {s for _, src in sources for s in src}
-  return sorted((sum(w * np.log(min(src.get(s, ABSENT_RATIO), ABSENT_RATIO)) for w, src in sources), len(s), s)
-                for s in sups)
+  total = sum(w for w, _ in sources)
+  return sorted((sum(w * np.log(min(src.get(s, ABSENT_RATIO), ABSENT_RATIO)) for w, src in sources)
+                 + TERM_PENALTY * total * len(s), len(s), s) for s in sups)
 
 
 def ledger(hint: str) -> list[Ranking]:

@@ -1,0 +1,164 @@
+"""Reading run directories and plotting the CoD effect (``notebooks/explore_run.ipynb``).
+
+A run directory (``codjax.train.loop``) holds ``metrics.jsonl`` (one JSON object per logged step with
+``"step"`` and keys such as ``reward/<env>/pos<k>``) and ``eval/<tag>.json`` files of the form
+``{"step": s, "results": {label: {"reward_mean": [...], "reward_se": [...], "n": ..., ...}}}``; a standalone
+evaluation file (``launch/evaluate.py``) has the same form.
+
+Figures follow the paper's Figures 4 and 5: training reward per pack position over RL steps, smoothed by a
+running average over a window of 17 logged steps, and evaluation reward per position per checkpoint (step 0 =
+the initial model) with standard-error bars.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import re
+from typing import Sequence
+
+import numpy as np
+
+_TRAIN_KEY = re.compile(r"^reward/(?P<env>.+)/pos(?P<pos>\d+)$")
+PAPER_WINDOW = 17  # paper Figures 4, 5, 8: running-average window of size 17
+
+
+@dataclasses.dataclass
+class EvalPoint:
+  """One evaluation file: the checkpoint step and the per-label summaries."""
+
+  tag: str
+  step: int
+  results: dict[str, dict]
+
+
+@dataclasses.dataclass
+class Run:
+  name: str
+  path: str
+  config: dict | None
+  metrics: list[dict]
+  evals: list[EvalPoint]
+
+  def train_positions(self) -> dict[str, dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """{env: {position: (steps, rewards)}} from the ``reward/<env>/pos<k>`` training metrics."""
+    out: dict[str, dict[int, tuple[list, list]]] = {}
+    for row in self.metrics:
+      for key, v in row.items():
+        m = _TRAIN_KEY.match(key)
+        if m and isinstance(v, (int, float)):
+          steps, vals = out.setdefault(m["env"], {}).setdefault(int(m["pos"]), ([], []))
+          steps.append(int(row["step"]))
+          vals.append(float(v))
+    return {env: {k: (np.asarray(s), np.asarray(v)) for k, (s, v) in sorted(pos.items())}
+            for env, pos in sorted(out.items())}
+
+
+def load_eval(path: str) -> EvalPoint:
+  """Reads one ``{"step", "results"}`` evaluation file."""
+  with open(path) as f:
+    d = json.load(f)
+  if not isinstance(d, dict) or "results" not in d or "step" not in d:
+    raise ValueError(f"{path}: not an evaluation file (needs 'step' and 'results')")
+  return EvalPoint(os.path.splitext(os.path.basename(path))[0], int(d["step"]), dict(d["results"]))
+
+
+def load_run(run_dir: str, name: str | None = None) -> Run:
+  """Reads ``metrics.jsonl``, ``config.json`` (when present) and every ``eval/*.json`` of a run, evaluations
+  sorted by step (a ``start`` evaluation before later ones at the same step)."""
+  if not os.path.isdir(run_dir):
+    raise FileNotFoundError(f"run directory {run_dir!r} does not exist")
+  metrics = []
+  mpath = os.path.join(run_dir, "metrics.jsonl")
+  if os.path.isfile(mpath):
+    with open(mpath) as f:
+      metrics = [json.loads(line) for line in f if line.strip()]
+  cpath = os.path.join(run_dir, "config.json")
+  config = json.load(open(cpath)) if os.path.isfile(cpath) else None
+  evals = [load_eval(p) for p in glob.glob(os.path.join(run_dir, "eval", "*.json"))]
+  evals.sort(key=lambda e: (e.step, e.tag != "start", e.tag))
+  if not metrics and not evals:
+    raise ValueError(f"{run_dir!r} has neither metrics.jsonl nor eval/*.json")
+  return Run(name or os.path.basename(os.path.normpath(run_dir)), run_dir, config, metrics, evals)
+
+
+def smooth(values: Sequence[float], window: int = PAPER_WINDOW) -> np.ndarray:
+  """Trailing running average: y_t = mean(x_{t-w+1..t}), over the available values near the start."""
+  x = np.asarray(values, dtype=np.float64)
+  if window < 1:
+    raise ValueError(f"window must be >= 1, got {window}")
+  if x.size == 0:
+    return x
+  c = np.concatenate([[0.0], np.cumsum(x)])
+  idx = np.arange(1, x.size + 1)
+  lo = np.maximum(idx - window, 0)
+  return (c[idx] - c[lo]) / (idx - lo)
+
+
+def _axes(n: int, axes, width: float = 5.0, height: float = 3.6):
+  import matplotlib.pyplot as plt
+
+  if axes is not None:
+    axes = list(np.ravel(axes))
+    if len(axes) < n:
+      raise ValueError(f"need {n} axes, got {len(axes)}")
+    return axes[0].figure, axes
+  fig, ax = plt.subplots(1, max(n, 1), figsize=(width * max(n, 1), height), squeeze=False)
+  return fig, list(ax[0])
+
+
+def plot_train_positions(runs: Sequence[Run], window: int = PAPER_WINDOW, axes=None):
+  """One panel per environment: smoothed training reward of every position over RL steps, per run."""
+  panels = sorted({env for r in runs for env in r.train_positions()})
+  if not panels:
+    raise ValueError("no reward/<env>/pos<k> metrics in these runs")
+  fig, axs = _axes(len(panels), axes)
+  styles = ["-", "--", ":", "-."]
+  for ax, env in zip(axs, panels):
+    for i, run in enumerate(runs):
+      for k, (steps, vals) in run.train_positions().get(env, {}).items():
+        label = f"pos {k}" if len(runs) == 1 else f"{run.name} pos {k}"
+        ax.plot(steps, smooth(vals, window), styles[i % len(styles)], color=f"C{k}", label=label)
+    ax.set_title(f"train reward: {env}")
+    ax.set_xlabel("RL step")
+    ax.set_ylabel(f"reward (running mean, window {window})")
+    ax.legend(fontsize="small")
+  fig.tight_layout()
+  return fig
+
+
+def eval_positions(evals: Sequence[EvalPoint]) -> dict[str, dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+  """{label: {position: (steps, means, standard errors)}} over the checkpoints, sorted by step. Two files of
+  one step (``step_<s>`` and ``final``) are one checkpoint: the later file in the given order wins."""
+  by: dict[str, dict[int, dict[int, tuple[float, float]]]] = {}
+  for e in evals:
+    for label, r in e.results.items():
+      for k, (m, se) in enumerate(zip(r["reward_mean"], r["reward_se"])):
+        by.setdefault(label, {}).setdefault(k, {})[e.step] = (float(m), float(se))
+  out = {}
+  for label, pos in sorted(by.items()):
+    out[label] = {}
+    for k, points in sorted(pos.items()):
+      steps = sorted(points)
+      out[label][k] = (np.asarray(steps), np.asarray([points[s][0] for s in steps]),
+                       np.asarray([points[s][1] for s in steps]))
+  return out
+
+
+def plot_eval_positions(evals: Sequence[EvalPoint], axes=None, title: str = ""):
+  """One panel per evaluated environment: mean reward of every position per checkpoint, +- one s.e."""
+  series = eval_positions(evals)
+  if not series:
+    raise ValueError("no evaluation results to plot")
+  fig, axs = _axes(len(series), axes)
+  for ax, (label, pos) in zip(axs, series.items()):
+    for k, (steps, means, ses) in pos.items():
+      ax.errorbar(steps, means, yerr=ses, marker="o", capsize=3, color=f"C{k}", label=f"pos {k}")
+    ax.set_title(f"{title + ': ' if title else ''}eval reward: {label}")
+    ax.set_xlabel("checkpoint step (0 = initial model)")
+    ax.set_ylabel("mean reward +- s.e.")
+    ax.legend(fontsize="small", ncol=2)
+  fig.tight_layout()
+  return fig

@@ -1,0 +1,289 @@
+"""Per-device memory plan of a training config, from shapes and shardings only (``launch/plan_memory.py``).
+
+Nothing is allocated. The model is built with ``nnx.eval_shape`` and the optimizer state with
+``jax.eval_shape(optimizer.init)``; every leaf's per-device shard comes from the trainer's own logical-axis
+rules (``codjax.parallel.state_shardings``) on a ``jax.sharding.AbstractMesh`` of the config's
+(data, fsdp, tensor) sizes, so any device count can be planned on any machine.
+
+Rows of the plan (bytes per device):
+
+* parameters: sum over parameters of prod(shard shape) * itemsize (parameter dtype = ``model.dtype``).
+* gradients: the same tree again (``jax.value_and_grad`` returns gradients in the parameter dtype); twice
+  with ``train.num_microbatches`` > 1 (the scan's accumulator plus the current microbatch's gradients).
+* optimizer state: the optax state of ``make_optimizer`` (AdamW keeps mu and nu in the parameter dtype).
+* activations of the train step for one microbatch (formula below).
+* rollout engine: ``jax``: the KV cache ([L, slots, S, K, H] for k and v, sharded as ``cache_lbskh``, slots
+  rounded up to a multiple of data * fsdp, S = max prompt + max response + 1) plus the engine's copy of the
+  parameters; ``vllm``: ``gpu_memory_utilization`` x device memory on the device(s) vLLM runs on (its
+  weights and KV cache live inside that reservation).
+
+Evaluation configs (``total_steps`` 0) have no gradient or activation rows; their optimizer state is still
+counted because the Trainer allocates it when it starts.
+
+Activations. With R the batch's row count, k microbatches, P = data * fsdp batch shards, b = R / (k P) rows
+per device per microbatch, T = ``train.seq_len``, n = b T tokens, a = bytes of ``model.dtype``, and the
+architecture's D, F, N (query heads), K (kv heads), H (head dim), L, V, where N, K, F and V are divided by
+the tensor size when it divides them:
+
+  e   = a (4D + 3NH + 3KH + 3F) + s      bytes one layer keeps per token for its backward pass: the layer
+        input, two RMSNorm outputs, the post-attention residual, raw and normed/rotated q and k, v, the
+        attention output, gate, up and silu(gate) * up; s = N T (a + 4) for ``attention_impl="xla"`` (the
+        [N, T, T] probabilities in the compute dtype plus softmax's float32 output), s = 4N for ``cudnn``
+        (flash attention keeps a float32 logsumexp per head)
+  saved layers   remat none: L n e;  dots: L n a (3D + NH + 2KH + 2F) (the layer input and the outputs of
+                 the weight matmuls);  full: L n a D (the layer inputs the scan keeps)
+  working layer  n e (cotangents of one layer) for remat none; 2 n e (one layer recomputed plus its
+                 cotangents) otherwise
+  attention mask b T^2 bytes (the boolean [b, 1, T, T] built from segment ids) + T^2 (the causal pattern)
+  hidden/rope    2 n D a (embedding output, final normed hidden) + 2 n (H/2) 4 (float32 sin and cos)
+  logprobs       4 n (V/C) 4 + 4 C n 4: ``codjax.rl.logprobs`` recomputes one [b, T, V/C] float32 vocabulary
+                 chunk in the backward pass (logits, exp, exp * logits and their cotangent) and the scan
+                 keeps its four [b, T] float32 carries per chunk; C = the chunk count actually used
+  batch          7 R/P T 4 (the step's int32/float32 [R, T] inputs, sharded over P)
+
+R defaults to the worst case: every episode in its own row. A CoD step has packs_per_step x G trajectories
+of S solve episodes plus S - 1 update episodes (with hints); rows are padded to the trainer's bucket of a
+multiple of k P (``codjax.rl.batch``). ``rows`` overrides the unpadded row count (for example the packed row
+count of a measured step).
+
+Accuracy: against XLA's buffer assignment of the real train step on CPU (tests/launch/test_plan_memory.py),
+activations + gradients come out at 1.17-1.23x XLA's temporary bytes for remat full, 0.86-0.99x for dots and
+0.82-0.87x for none. Not modeled: allocator fragmentation, the optimizer update's transient copies (they
+live after the activations are freed), vLLM's and CUDA's own overheads outside the reservation, and JAX's
+default preallocation (set ``XLA_PYTHON_CLIENT_MEM_FRACTION`` below 1 - gpu_memory_utilization when vLLM
+shares the GPU).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import AbstractMesh, AxisType, NamedSharding
+
+from codjax.models import Qwen3Config, abstract_model, preset
+from codjax.models.config import DTYPES, PRESETS
+from codjax.parallel.mesh import MESH_AXES
+from codjax.parallel.sharding import ACTIVATION_AXES, logical_to_spec, state_shardings
+from codjax.rl.batch import _row_bucket
+from codjax.rl.logprobs import vocab_chunks as used_vocab_chunks
+from codjax.rl.train_step import make_optimizer
+
+GIB = 1024**3
+
+
+def resolve_architecture(cfg, model_preset: str | None = None) -> tuple[Qwen3Config, str]:
+  """The architecture to plan for, and where it came from.
+
+  Order: ``model_preset``; the config.json at ``model.path`` when it exists; ``model.preset``; the
+  ``model.tiny`` architecture when ``model.make_tiny``; ``model.arch`` (the preset name an experiment gives
+  for a checkpoint it does not ship). Compute settings (dtype, remat, attention) come from the config."""
+  m = cfg.model
+  compute = dict(param_dtype=str(m.param_dtype or m.dtype), dtype=str(m.dtype), remat=str(m.remat),
+                 attention_impl=str(m.attention_impl))
+  if model_preset:
+    return preset(model_preset, **compute), f"--model_preset={model_preset}"
+  if m.path and os.path.isfile(os.path.join(m.path, "config.json")):
+    return Qwen3Config.from_pretrained_dir(m.path, **compute), os.path.join(m.path, "config.json")
+  if m.preset:
+    return preset(str(m.preset), **compute), f"model.preset={m.preset}"
+  if m.make_tiny:
+    fields = {f.name for f in dataclasses.fields(Qwen3Config)}
+    tiny = {k: v for k, v in m.tiny.items() if k in fields}  # the rest are tokenizer options
+    tiny["vocab_size"] = -(-int(tiny["vocab_size"]) // 64) * 64  # make_tiny_checkpoint's upper bound
+    return preset("tiny", **tiny, **compute), "model.tiny (make_tiny)"
+  arch = m.get("arch", "")
+  if arch:
+    return preset(str(arch), **compute), f"model.arch={arch} ({m.path!r} not found)"
+  raise ValueError(f"cannot tell the model architecture: {m.path!r} has no config.json and the config names no "
+                   "preset (model.preset / model.arch); pass --model_preset=<name>, one of "
+                   f"{sorted(PRESETS)}")
+
+
+def mesh_sizes(mesh_cfg, devices: int | None = None) -> dict[str, int]:
+  """(data, fsdp, tensor) sizes; one -1 axis takes the remaining ``devices`` (default: jax.device_count())."""
+  sizes = [int(mesh_cfg[ax]) for ax in MESH_AXES]
+  if sum(s == -1 for s in sizes) > 1 or any(s == 0 or s < -1 for s in sizes):
+    raise ValueError(f"mesh sizes must be positive with at most one -1, got {dict(zip(MESH_AXES, sizes))}")
+  known = math.prod(s for s in sizes if s != -1)
+  if -1 in sizes:
+    n = jax.device_count() if devices is None else devices
+    if n % known:
+      raise ValueError(f"{n} devices cannot be split into {dict(zip(MESH_AXES, sizes))}")
+    sizes[sizes.index(-1)] = n // known
+  elif devices is not None and devices != known:
+    raise ValueError(f"mesh {dict(zip(MESH_AXES, sizes))} needs {known} devices, --devices={devices}")
+  return dict(zip(MESH_AXES, sizes))
+
+
+def abstract_mesh(sizes: dict[str, int]) -> AbstractMesh:
+  return AbstractMesh(tuple(sizes[a] for a in MESH_AXES), MESH_AXES, axis_types=(AxisType.Auto,) * 3)
+
+
+def device_bytes(tree, shardings) -> int:
+  """Bytes one device holds of ``tree`` (ShapeDtypeStructs) laid out by ``shardings`` (the largest shard)."""
+  leaves = jax.tree.leaves(tree)
+  shards = jax.tree.leaves(shardings, is_leaf=lambda x: isinstance(x, NamedSharding))
+  if len(leaves) != len(shards):
+    raise ValueError("tree and shardings do not match")
+  return int(sum(math.prod(s.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize for x, s in zip(leaves, shards)))
+
+
+def _div(dim: int, tp: int) -> int:
+  return dim // tp if dim % tp == 0 else dim
+
+
+def episodes_per_step(cfg) -> int:
+  """Training sequences of one step: packs x G trajectories x (S solves + S - 1 hint updates)."""
+  d = cfg.data
+  s = int(d.pack_size)
+  per_traj = s + (s - 1 if cfg.cod.use_hints else 0)
+  return int(d.packs_per_step) * int(d.repeats) * per_traj
+
+
+def activation_bytes(arch: Qwen3Config, rows: int, seq_len: int, tp: int, vocab_chunks: int) -> dict[str, int]:
+  """Train-step activations of ``rows`` rows of ``seq_len`` tokens on one device (module docstring)."""
+  a = np.dtype(DTYPES[arch.dtype]).itemsize
+  d, h, l = arch.hidden_size, arch.head_dim, arch.num_hidden_layers
+  n_h, k_h, f = _div(arch.num_attention_heads, tp), _div(arch.num_key_value_heads, tp), _div(arch.intermediate_size, tp)
+  t = seq_len
+  n = rows * t
+  s = n_h * t * (a + 4) if arch.attention_impl == "xla" else 4 * n_h
+  e = a * (4 * d + 3 * n_h * h + 3 * k_h * h + 3 * f) + s
+  if arch.remat == "none":
+    saved, work = l * n * e, n * e
+  elif arch.remat == "dots":
+    saved, work = l * n * a * (3 * d + n_h * h + 2 * k_h * h + 2 * f), 2 * n * e
+  else:
+    saved, work = l * n * a * d, 2 * n * e
+  c = used_vocab_chunks(arch.vocab_size, vocab_chunks)
+  vc = _div(arch.vocab_size // c, tp)
+  return {
+      f"saved layer activations (remat {arch.remat})": int(saved),
+      "working layer (backward)": int(work),
+      "attention mask": int(rows * t * t + t * t),
+      "hidden states and rope": int(2 * n * d * a + 2 * n * (h // 2) * 4),
+      f"logprob chunk (V/{c})": int(4 * n * vc * 4 + 4 * c * n * 4),
+  }
+
+
+@dataclasses.dataclass
+class MemoryPlan:
+  arch: Qwen3Config
+  arch_source: str
+  mesh: dict[str, int]
+  episodes: int
+  rows: int  # padded row count of one step
+  rows_per_device: int  # per microbatch
+  seq_len: int
+  num_microbatches: int
+  vocab_chunks: int
+  params: int
+  grads: int
+  optimizer: int
+  activations: dict[str, int]
+  engine: dict[str, int]
+  notes: list[str]
+
+  @property
+  def devices(self) -> int:
+    return math.prod(self.mesh.values())
+
+  @property
+  def total(self) -> int:
+    return self.params + self.grads + self.optimizer + sum(self.activations.values()) + sum(self.engine.values())
+
+
+def plan(cfg, *, devices: int | None = None, model_preset: str | None = None, rows: int | None = None,
+         device_memory_gib: float = 80.0) -> MemoryPlan:
+  """Per-device memory of ``cfg``'s train step and rollout engine (module docstring)."""
+  arch, source = resolve_architecture(cfg, model_preset)
+  sizes = mesh_sizes(cfg.mesh, devices)
+  mesh = abstract_mesh(sizes)
+  tp, shards = sizes["tensor"], sizes["data"] * sizes["fsdp"]
+
+  model = abstract_model(arch)
+  _, params = nnx.split(model, nnx.Param)
+  from codjax.train.loop import optimizer_config  # the trainer's own optimizer settings
+
+  optimizer = make_optimizer(optimizer_config(cfg.optim, int(cfg.total_steps)))
+  opt_state = jax.eval_shape(optimizer.init, params)
+  p_bytes = device_bytes(params, state_shardings(params, mesh))
+  o_bytes = device_bytes(opt_state, state_shardings(opt_state, mesh))
+  k = int(cfg.train.num_microbatches)
+
+  t = int(cfg.train.seq_len)
+  notes = []
+  act, grads, episodes, n_rows, per_device = {}, 0, 0, 0, 0
+  if int(cfg.total_steps) > 0:
+    episodes = episodes_per_step(cfg)
+    n_rows = _row_bucket(int(rows) if rows else episodes, k * shards)
+    per_device = n_rows // (k * shards)
+    act = activation_bytes(arch, per_device, t, tp, int(cfg.model.vocab_chunks))
+    act["batch arrays"] = 7 * (n_rows // shards) * t * 4
+    grads = p_bytes * (2 if k > 1 else 1)
+    if not rows:
+      notes.append("rows: worst case, one row per episode; packing several episodes per row needs fewer "
+                   "(--rows=<measured batch/rows>)")
+  else:
+    notes.append("evaluation config (total_steps 0): no train step; the optimizer state is counted because "
+                 "the Trainer allocates it when it starts")
+  r = cfg.rollout
+  engine: dict[str, int] = {}
+  if r.engine == "jax":
+    slots = -(-(int(r.max_slots) + 1) // shards) * shards
+    s_len = int(r.max_prompt_tokens) + int(r.max_response_tokens) + 1
+    shape = (arch.num_hidden_layers, slots, s_len, arch.num_key_value_heads, arch.head_dim)
+    spec = logical_to_spec(ACTIVATION_AXES["cache_lbskh"], shape, mesh)
+    kv = 2 * math.prod(NamedSharding(mesh, spec).shard_shape(shape)) * np.dtype(DTYPES[arch.dtype]).itemsize
+    engine[f"jax engine KV cache ({slots} slots x {s_len})"] = int(kv)
+    engine["jax engine parameter copy"] = p_bytes
+  else:
+    util = float(r.vllm.gpu_memory_utilization or 0.9)  # vLLM's default when unset
+    engine[f"vllm reservation ({util:g} x device)"] = int(util * device_memory_gib * GIB)
+    notes.append(f"vLLM runs on {int(r.vllm.tensor_parallel_size)} device(s) per process; the other devices "
+                 "do not hold this row. Set XLA_PYTHON_CLIENT_MEM_FRACTION <= "
+                 f"{max(0.0, 1 - util - 0.05):.2f} so JAX leaves vLLM its share.")
+  return MemoryPlan(arch=arch, arch_source=source, mesh=sizes, episodes=episodes, rows=n_rows,
+                    rows_per_device=per_device, seq_len=t, num_microbatches=k,
+                    vocab_chunks=used_vocab_chunks(arch.vocab_size, int(cfg.model.vocab_chunks)), params=p_bytes,
+                    grads=grads, optimizer=o_bytes, activations=act, engine=engine,
+                    notes=notes)
+
+
+def _count(n: int) -> str:
+  return f"{n / 1e9:.2f} B" if n >= 1e8 else f"{n / 1e6:.2f} M"
+
+
+def format_plan(p: MemoryPlan, device_memory_gib: float) -> str:
+  a = p.arch
+  g = lambda x: f"{x / GIB:10.2f}"  # noqa: E731
+  lines = [
+      f"architecture  {p.arch_source}: {_count(a.num_params())} parameters (L={a.num_hidden_layers} "
+      f"D={a.hidden_size} F={a.intermediate_size} N={a.num_attention_heads} K={a.num_key_value_heads} "
+      f"H={a.head_dim} V={a.vocab_size}), params {a.param_dtype}, compute {a.dtype}",
+      f"mesh          " + " ".join(f"{k}={v}" for k, v in p.mesh.items()) + f" ({p.devices} devices)",
+      (f"batch         {p.episodes} episodes/step -> {p.rows} rows x {p.seq_len} tokens, {p.num_microbatches} "
+       f"microbatch(es): {p.rows_per_device} row(s) per device per microbatch" if p.rows
+       else "batch         none (evaluation only)"),
+      f"              remat={a.remat} attention={a.attention_impl} vocabulary chunks={p.vocab_chunks}",
+      "",
+      f"{'per device':44s}{'GiB':>10s}",
+      f"{'  parameters':44s}{g(p.params)}",
+      f"{'  gradients' + (' (+ microbatch accumulator)' if p.num_microbatches > 1 else ''):44s}{g(p.grads)}",
+      f"{'  optimizer state':44s}{g(p.optimizer)}",
+  ]
+  if p.activations:
+    lines.append(f"{'  activations (train step)':44s}{g(sum(p.activations.values()))}")
+  lines += [f"{'    ' + k:44s}{g(v)}" for k, v in p.activations.items()]
+  lines += [f"{'  ' + k:44s}{g(v)}" for k, v in p.engine.items()]
+  lines.append(f"{'  total':44s}{g(p.total)}")
+  free = device_memory_gib * GIB - p.total
+  verdict = (f"fits ({free / GIB:.2f} GiB left)" if free >= 0 else f"DOES NOT FIT (over by {-free / GIB:.2f} GiB)")
+  lines.append(f"device memory {device_memory_gib:g} GiB: {verdict}")
+  lines += [f"note: {n}" for n in p.notes]
+  return "\n".join(lines)

@@ -1,0 +1,189 @@
+"""The paper's training and benchmark settings, shared by the ``experiments/*_qwen3_*.py`` files.
+
+Sources, cited next to every number: the CoD paper's Appendix B Table 1 ("T1") and Table 2 ("T2")
+(``shared/seeds/000_*.txt``), and ``shared/spec/cod_reference.md`` sections 3.1-3.4 and 4.1-4.2 (the
+reference's ``exp_plan_final`` yaml files). The experiment files only add what differs per setting.
+
+Departures from the reference, each forced by how codjax works, stated once here:
+
+* float32 parameters and optimizer moments (``model.param_dtype``) with bfloat16 compute (``model.dtype``).
+  Table 1 lists no training precision; the rollout engines run bfloat16 (``rollout.vllm.dtype``,
+  cod_reference 4.1). bfloat16 parameters would lose AdamW updates at lr 1e-6: a weight of magnitude 0.02
+  has a bfloat16 spacing of ~1.2e-4, so an update of ~1e-6 rounds away (measured: after 10 steps 98% of
+  such weights were unchanged). float32 master weights keep them, as verl's do.
+* One optimizer step per rollout step, so "steps" are explore steps of 32 tasks (T1 rollout batch size):
+  one epoch over 50,000 rows is 50000 // 32 = 1562 steps (cod_reference 4.1).
+* Staleness: codjax's synchronous loop lags the rollout policy by at most ``sync_interval - 1`` = 3 steps,
+  inside T1's max staleness of 20; there is no replay buffer (cod_reference 3.4 describes freshest-first
+  sampling without reuse, which synchronous rollout matches).
+* The loss is an exact token mean over the whole step's batch (codjax sums numerators and denominators over
+  microbatches), i.e. the 27B configs' ``fix_actor_microbatch_loss_scale``; the 8B reference instead scaled
+  each micro-batch by its sequence count (cod_reference 3.2).
+* One in-process rollout engine instead of 8 vLLM engines on their own node (cod_reference 4.1).
+* "Thinking disabled" (T1) needs ``enable_thinking=False`` in the chat template; the trainer does not pass
+  template arguments yet, so the Qwen3 template's default applies until it does.
+* Checkpoints are evaluated by separate benchmark configs (``eval_*.py``, cod_reference 4.2), so the
+  training configs run no periodic evaluation and export every checkpoint to an HF directory for them.
+
+The model path is a placeholder: pass ``--config.model.path=/path/to/Qwen3-8B`` (a local HF directory).
+``model.arch`` names the preset architecture of that checkpoint, for ``launch/plan_memory.py`` before the
+checkpoint exists (the checkpoint's own config.json wins when it does).
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from codjax.train.config import base_config
+
+QWEN3_8B_PATH = "checkpoints/Qwen3-8B"  # placeholder: --config.model.path=<HF dir of Qwen/Qwen3-8B>
+QWEN36_27B_PATH = "checkpoints/Qwen3.6-27B"  # placeholder; not a codjax preset (see paper_27b_base)
+
+# 50,000 train / 4,000 test instances per dataset (T2 caption); one epoch of 32-task steps (T1, 4.1).
+N_TRAIN, N_TEST = 50_000, 4_000
+EPOCH_STEPS_8B = N_TRAIN // 32  # 1562
+
+
+def _paper_rl_common(c: ml_collections.ConfigDict) -> None:
+  """Algorithm, optimizer and sampling settings shared by every CoD RL config (T1; cod_reference 3.1-3.4)."""
+  c.seed = 42  # rollout engines' seed 42 (cod_reference 4.1 common settings)
+  c.data.packing = "cod"
+  c.data.n_train, c.data.n_test = N_TRAIN, N_TEST  # T2 caption
+  c.data.split_seed = 42  # data generators use default_rng(42) (cod_reference 2.4-2.6)
+  c.cod.use_hints = True
+  c.cod.hint_penalty = 0.1  # T1: hint length-penalty coefficient 0.1
+  c.cod.protocol = "full"
+  c.rollout.temperature = 1.0  # T1: sampling temperature 1.0
+  c.rollout.top_p, c.rollout.top_k = 1.0, 0  # no truncation (T1 lists none)
+  c.rollout.sync_interval = 4  # T1: synchronization interval 4
+  c.rollout.vllm.dtype = "bfloat16"  # rollout engines bfloat16 (cod_reference 4.1)
+  c.rollout.vllm.tensor_parallel_size = 1  # vLLM engines TP1 (cod_reference 4.1)
+  a = c.algorithm
+  a.advantage = "cod"  # T1: per-position group-mean baseline, no normalization
+  a.returns = "mean"  # T1: mean of rewards-to-go
+  a.red_weight = True  # T1: adaptive RED-Weight by bisection
+  a.red_t_min, a.red_t_max = 0.8, 100.0  # T1: constraint T > 0.8; bisection bounds (cod_reference 3.1)
+  a.red_max_iter, a.red_tol = 20, 0.05  # at most 20 iterations, stop when hi - lo < 0.05 (cod_reference 3.1)
+  a.loss = "rec_oneside_nois"  # T1: REC-OneSide-NoIS
+  a.eps_low = a.eps_high = 0.2  # T1: eps_low = eps_high = 0.2
+  a.aggregation = "token-mean"  # paper Appendix A: token-mean over the batch
+  a.kl_type, a.kl_coef = "", 0.0  # T1: KL coefficient 0
+  a.entropy_coef = 0.0  # cod_reference 3.2: entropy coefficient 0
+  o = c.optim
+  o.learning_rate = 1e-6  # T1: learning rate 1.0e-6
+  o.b1, o.b2 = 0.9, 0.999  # T1: AdamW beta1 0.9, beta2 0.999
+  o.weight_decay = 0.01  # cod_reference 3.4: optimizer default weight decay 0.01
+  o.max_grad_norm = 1.0  # T1: gradient clipping 1.0
+  o.schedule, o.warmup_steps = "constant", 0  # cod_reference 3.4: constant lr, no warmup unless set
+  c.sft.steps = 0  # RL starts from the pretrained model (paper Sec. 3.3)
+  c.eval.every, c.eval.at_start, c.eval.at_end = 0, False, False  # benchmarks run separately (4.2)
+  c.log.every = 1
+
+
+def paper_8b_base(name: str, envs: dict) -> ml_collections.ConfigDict:
+  """Setting A's configuration (T1 with the FrozenLake domain replaced by ``envs``): Qwen3-8B, CoD RL."""
+  c = base_config()
+  c.name = name
+  c.run_dir = f"runs/{name}"
+  c.total_steps = EPOCH_STEPS_8B  # T1: 1 training epoch (50,000 rows / 32 tasks per step)
+  m = c.model
+  m.path = QWEN3_8B_PATH  # T1: initial model Qwen3-8B
+  m.arch = "qwen3-8b"
+  m.param_dtype = "float32"  # master weights: bfloat16 parameters would drop lr-1e-6 updates (docstring)
+  m.dtype = "bfloat16"  # compute dtype (cudnn flash attention needs bf16/fp16)
+  m.remat = "full"  # 12,000-token rows: keep only each layer's input (launch/plan_memory.py)
+  m.attention_impl = "cudnn"  # flash attention on GPU; "xla" would materialize [N, T, T] scores per row
+  m.vocab_chunks = 16  # logprobs over 151,936 / 16 = 9,496-token vocabulary chunks
+  c.mesh.data, c.mesh.fsdp, c.mesh.tensor = 3, 8, 1  # 3x8 GPUs (cod_reference 4.1); fsdp 8 divides D = 4096
+  c.data.envs = envs
+  c.data.pack_size = 4  # T1: task sequence length 4 in training
+  c.data.packs_per_step = 8  # T1: rollout batch size 32 tasks / 4 per pack
+  c.data.repeats = 8  # T1: rollout group size 8
+  _paper_rl_common(c)
+  c.cod.response_limit = 1000  # T1: suggested (by prompt) response length 1,000 in training
+  c.rollout.engine = "vllm"  # cod_reference 4.1: vLLM rollout engines
+  c.rollout.max_prompt_tokens = 10_000  # T1: max prompt tokens 10,000 in training
+  c.rollout.max_response_tokens = 2_000  # T1: max response tokens (hard cap) 2,000
+  # vLLM shares the first GPU of each process with the trainer: 0.3 x 80 GB leaves room for the train step
+  # (launch/plan_memory.py); set XLA_PYTHON_CLIENT_MEM_FRACTION <= 0.65 on that GPU.
+  c.rollout.vllm.gpu_memory_utilization = 0.3
+  c.train.seq_len = 12_000  # T1: max sequence tokens 12,000 in training
+  c.train.pack = True
+  # 8 packs x 8 repeats x 7 episodes = 448 sequences; 19 microbatches x 24 shards = 456 rows: one
+  # 12,000-token row per GPU per microbatch even if no two episodes share a row (the reference's
+  # max_token_len_per_gpu is 16,384, cod_reference 4.1).
+  c.train.num_microbatches = 19
+  c.eval.pack_size = 8  # T1: task sequence length 8 at evaluation
+  c.checkpoint.every = 100  # cod_reference 4.1: save every 100 steps
+  c.checkpoint.max_to_keep = 2  # full train states are for resuming; HF exports below are kept for evaluation
+  c.checkpoint.export_hf = True  # every saved step is benchmarked (cod_reference 4.2)
+  return c
+
+
+def paper_8b_eval(name: str, label: str, env: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """A Qwen3-8B benchmark (cod_reference 4.2): 500 packs of 8 test tasks, one CoD trajectory each.
+
+  Run with ``launch/evaluate.py --config=experiments/<this>.py --config.model.path=CKPT``; CKPT is the base
+  model (step 0) or an HF export of a training checkpoint."""
+  c = paper_8b_base(name, {label: env})
+  c.total_steps = 0  # evaluation only
+  c.model.dtype = "bfloat16"  # inference only: no optimizer updates to lose (rollout engines bf16, 4.1)
+  c.mesh.data, c.mesh.fsdp, c.mesh.tensor = 1, 8, 1  # 1x8 GPUs (cod_reference 4.2)
+  c.seed = 1  # EVAL_SEED default 1 (cod_reference 4.2)
+  c.data.pack_size = 8  # T1: task sequence length 8 at evaluation
+  c.data.repeats = 1  # each pack is evaluated once (cod_reference 5)
+  c.cod.response_limit = 1_500  # T1: suggested response length 1,500 at evaluation
+  c.rollout.max_prompt_tokens = 30_000  # T1: max prompt tokens 30,000 at evaluation
+  c.rollout.max_response_tokens = 2_000  # T1: max response tokens 2,000
+  c.train.seq_len = 32_000  # T1: max sequence tokens 32,000 at evaluation
+  c.train.num_microbatches = 1
+  c.rollout.vllm.gpu_memory_utilization = 0.5  # no train step shares the GPU; half is left for the JAX model
+  c.eval.envs = {label: env}
+  c.eval.num_packs = 500  # 4,000 test rows / 8 per pack (cod_reference 4.2, 5)
+  c.eval.pack_size = 8  # T1: task sequence length 8 at evaluation
+  c.eval.temperature = 1.0  # T1: sampling temperature 1.0
+  c.eval.split = "test"
+  c.eval.at_start, c.eval.at_end, c.eval.every = False, True, 0
+  c.checkpoint.every = 0
+  c.checkpoint.export_hf = False
+  return c
+
+
+def paper_27b_base(name: str, envs: dict, *, prompt_tokens: int, response_tokens: int,
+                   seq_len: int) -> ml_collections.ConfigDict:
+  """The Qwen3.6-27B science configs (cod_reference 4.1): T1's algorithm with per-domain limits.
+
+  Qwen3.6-27B is not a codjax preset and its architecture is not in the sources: ``model.arch`` stays empty,
+  so launch/plan_memory.py needs the checkpoint's config.json (or ``--model_preset``). codjax implements
+  dense Qwen3 (``model_type: qwen3``) only; a checkpoint of another architecture is rejected when loaded.
+  The reference runs sequence parallelism 4 (cod_reference 4.1), which codjax does not have: one episode is
+  one row on one data shard, so these lengths need the memory plan checked before launching."""
+  c = base_config()
+  c.name = name
+  c.run_dir = f"runs/{name}"
+  m = c.model
+  m.path = QWEN36_27B_PATH  # cod_reference 4.1: Qwen3.6-27B
+  m.arch = ""
+  m.param_dtype = "float32"  # see the module docstring
+  m.dtype = "bfloat16"
+  m.remat = "full"
+  m.attention_impl = "cudnn"
+  m.vocab_chunks = 16
+  c.mesh.data, c.mesh.fsdp, c.mesh.tensor = 3, 8, 1  # 3x8 GPUs (cod_reference 4.1)
+  c.data.envs = envs
+  c.data.pack_size = 4  # cod_reference 4.1: pack 4 in training
+  c.data.packs_per_step = 8  # cod_reference 4.1: batch_size 32 raw tasks / 4 per pack
+  c.data.repeats = 8  # cod_reference 4.1: repeat_times 8
+  _paper_rl_common(c)
+  c.cod.response_limit = 4_000  # cod_reference 4.1: response restraint 4000
+  c.rollout.engine = "vllm"
+  c.rollout.max_prompt_tokens = prompt_tokens
+  c.rollout.max_response_tokens = response_tokens
+  c.rollout.vllm.gpu_memory_utilization = 0.3
+  c.train.seq_len = seq_len
+  c.train.pack = True
+  c.train.num_microbatches = 19  # 448 sequences over 24 shards: one row per GPU per microbatch
+  c.eval.pack_size = 8  # cod_reference 4.1: pack 8 at evaluation
+  c.checkpoint.max_to_keep = 2
+  c.checkpoint.export_hf = True  # every saved step is benchmarked (cod_reference 4.2)
+  return c

@@ -1,0 +1,42 @@
+"""Cross-paper: ORBIT's multi-episode protocol and GRPO over CoD's FrozenLake-Obscure (Qwen3-8B).
+
+One trajectory plays T = 3 episodes of ONE FrozenLake-Obscure task (the same map, start, goal and hidden
+direction mapping after every reset; ``orbit.same_task`` makes every episode replay the pack's first task,
+since FrozenLake's task seed picks the map) in one growing conversation; the reward is the success count.
+Success is the environment's raw outcome (goal reached: raw reward 1 > 0); CoD's length-penalised task reward
+is ignored, as ORBIT ignores shaped rewards. Everything else is ORBIT's recipe (experiments/orbit_qwen3_8b.py:
+K = 4, batch 64, lr 1e-6, clip 0.2 / 0.28, seq-mean-token-mean, no KL / entropy, 100 steps, extra episodes
+after fast wins under the T*H step cap with H = the task's agent budget). Evaluation: CoD's out-of-distribution
+FrozenLake ``hard`` preset (cod_reference.md 4.2) under the same protocol, with ORBIT's evaluation sampling
+(temperature 0.6). Compare with CoD-Train on FrozenLake (its packs share the hidden mapping across
+different maps) at equal model and step budget.
+
+  python launch/train.py --config=experiments/orbit_frozenlake_qwen3_8b.py --config.model.path=/path/to/Qwen3-8B
+"""
+
+import importlib.util
+import os
+
+from codjax.train.config import env_entry
+from codjax.train.orbit_workflow import orbit_config
+
+
+def _orbit_config():
+  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "orbit_qwen3_8b.py")
+  spec = importlib.util.spec_from_file_location("orbit_qwen3_8b", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def get_config():
+  c = _orbit_config().get_config()
+  c.name = "orbit_frozenlake_qwen3_8b"
+  c.run_dir = "runs/orbit_frozenlake_qwen3_8b"
+  # CoD paper's FrozenLake training distribution (cod_reference.md 2.1 "train": side 4-5, agent budget 8)
+  c.data.envs = {"frozenlake": env_entry("frozenlake_obscure", "train")}
+  c.data.n_train, c.data.n_test = 50_000, 4_000  # CoD's FrozenLake splits (cod_reference.md 4.1)
+  c.orbit = orbit_config(extra_episodes=True, zero_reward_on_overflow=True, same_task=True)
+  c.eval.envs = {"frozenlake_hard": env_entry("frozenlake_obscure", "hard")}
+  c.eval.num_packs = 256
+  return c

@@ -1,0 +1,38 @@
+"""ORBIT's single-episode RL baseline (paper Sec. 4.3, Table 2 "RL"; orbit_evo.md A.2 "Single-episode RL
+baseline"): the same Qwen3-8B, games, GRPO and hyperparameters as experiments/orbit_qwen3_8b.py, but every
+training trajectory is ONE episode with reward 1 on success (ORBIT's ``single_episode_env.py``), so GRPO
+compares the K = 4 single attempts at one instance. Validation stays multi-episode: T = 3 episodes of each
+held-out instance in one conversation, exactly as for ORBIT, so the two runs are read on the same Ep1..Ep3.
+
+With T = 1 and no extra episodes the protocol reduces to a plain episode (no multi-episode preamble, no
+episode header). The orbit settings apply to evaluation too: without extra episodes the held-out trajectories
+play exactly 3 episodes, which leaves Ep1..Ep3 and the success count over them unchanged (ORBIT's step cap only
+adds episodes after fast wins; codjax/agents/orbit.py).
+
+  python launch/train.py --config=experiments/orbit_single_episode_qwen3_8b.py --config.model.path=/path/to/Qwen3-8B
+"""
+
+import importlib.util
+import os
+
+from codjax.train.orbit_workflow import orbit_config
+
+
+def _orbit_config():
+  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "orbit_qwen3_8b.py")
+  spec = importlib.util.spec_from_file_location("orbit_qwen3_8b", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def get_config():
+  orbit = _orbit_config()
+  c = orbit.get_config()
+  c.name = "orbit_single_episode_qwen3_8b"
+  c.run_dir = "runs/orbit_single_episode_qwen3_8b"
+  c.data.pack_size = 1  # one episode per training trajectory
+  c.data.n_train = 512  # Table 1: the same 512 training instances per game, one row each
+  c.orbit = orbit_config(extra_episodes=False, zero_reward_on_overflow=True, same_task=False)
+  c.eval.pack_size = orbit.T  # validation: T = 3 episodes per held-out instance
+  return c

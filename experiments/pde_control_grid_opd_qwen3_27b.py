@@ -1,0 +1,43 @@
+"""Multi-teacher on-policy distillation of a Qwen3.6-27B student over PDE, Control and Grid
+(cod_reference.md 3.3 and 4.1, ``exp_plan_final/train/pde_control_grid_opd.yaml``).
+
+NOT RUNNABLE YET: the ``opd`` loss (``codjax/rl/losses.py``) needs per-token teacher log-probabilities, and
+the trainer does not score episodes with teacher models yet, so a train step with this config raises "the
+opd loss needs teacher_logprobs". The config records the reference's settings so the run is one wiring
+step away. The teachers (cod_reference 3.3) are chosen by each sample's domain: PDE -> the PDE CoD-RL
+checkpoint at step 75, Control -> step 200, Grid -> step 100 (HF exports of ``pde_discovery_qwen3_27b``,
+``optimal_control_qwen3_27b``, ``grid_navigation_qwen3_27b``); they score the student's exact tokens at the
+rollout temperature 1.0, on both solve and update episodes.
+
+The model is a placeholder path (``--config.model.path``); see ``codjax/train/paper_configs.py:
+paper_27b_base``.
+"""
+
+from codjax.train.config import env_entry
+from codjax.train.paper_configs import N_TRAIN, paper_27b_base
+
+
+def get_config():
+  # cod_reference 3.3: three tasksets in config order PDE, Control, Grid (each 50,000 rows: equal shares).
+  envs = {
+      "a_pde": env_entry("pde_discovery", "train", proportion=N_TRAIN),
+      "b_control": env_entry("optimal_control", "hard", proportion=N_TRAIN, process_noise_std=0.0,
+                             include_previous_control_policy=True),
+      "c_grid": env_entry("grid_navigation", "27b_train", proportion=N_TRAIN),
+  }
+  # cod_reference 4.1: prompt / response / model_len 22000 / 4000 / 26001.
+  c = paper_27b_base("pde_control_grid_opd_qwen3_27b", envs, prompt_tokens=22_000, response_tokens=4_000,
+                     seq_len=26_001)
+  c.data.repeats = 1  # cod_reference 3.3: repeat_times 1 (no group)
+  c.data.packs_per_step = 64  # cod_reference 3.3: batch_size 256 raw tasks / pack 4
+  c.algorithm.loss = "opd"  # cod_reference 3.3: -A logp, A = logp_teacher - sg(logp), no clipping
+  c.algorithm.advantage = "grpo"  # unused by the opd loss; "cod" would need a group (repeats >= 2)
+  c.algorithm.grpo_normalize_std = False
+  c.algorithm.red_weight = False  # cod_reference 3.3: no RL reward term, nothing to reweight
+  c.rollout.sync_interval = 1  # cod_reference 3.3: sync_interval 1
+  c.optim.warmup_steps = 10  # cod_reference 3.3: lr 1e-6 with lr_warmup_steps 10, constant
+  c.total_steps = 200  # cod_reference 3.3: trainer.total_steps 200
+  c.checkpoint.every = 5  # cod_reference 3.3: save_interval 5
+  # 64 packs x 7 episodes = 448 sequences: 19 microbatches x 24 shards, one row per GPU per microbatch.
+  c.train.num_microbatches = 19
+  return c
