@@ -123,6 +123,10 @@ class OrbitTrajectory:
   overflow: bool  # the conversation outgrew the prompt token budget
   settings: OrbitSettings
 
+  def episodes(self) -> list[Episode]:
+    """The trajectory's training sequences (one: the whole multi-episode conversation)."""
+    return [self.episode]
+
   @property
   def num_episodes(self) -> int:
     """T, the episodes every trajectory of this pack is scored on."""

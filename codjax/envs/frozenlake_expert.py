@@ -302,11 +302,23 @@ class Planner:
 # --------------------------------------------------------------------------------------------- policies
 
 
-def _solve_context(messages: list[dict]) -> tuple[str, list[str], list[str]]:
+def _solve_context(messages: list[dict]) -> tuple[str, list[tuple[list[str], list[str]]]]:
+  """The system prompt and the conversation's episodes as (observations, actions), oldest first.
+
+  A conversation may hold several episodes in a row (ORBIT's multi-episode protocol); each starts at a user
+  turn showing ``Step 1/``. Every episode shares the pack's direction mapping."""
   system = next((m["content"] for m in messages if m.get("role") == "system"), "")
-  obs = [m["content"] for m in messages if m.get("role") == "user"]
-  acts = [m["content"] for m in messages if m.get("role") == "assistant"]
-  return system, obs, acts
+  episodes: list[tuple[list[str], list[str]]] = []
+  for m in messages:
+    role, text = m.get("role"), m.get("content", "")
+    if role == "user":
+      starts = _STEP_RE.search(text) is not None and _STEP_RE.search(text).group(1) == "1"
+      if starts or not episodes:
+        episodes.append(([], []))
+      episodes[-1][0].append(text)
+    elif role == "assistant" and episodes:
+      episodes[-1][1].append(text)
+  return system, episodes
 
 
 def split_trajectory(trajectory: str) -> tuple[list[str], list[str]]:
@@ -331,11 +343,18 @@ class FrozenLakeExpert(TextPolicy):
   def respond(self, messages: list[dict[str, str]], rng: random.Random) -> str:
     if proto.is_update_prompt(messages):
       return self._update(messages)
-    system, obs, acts = _solve_context(messages)
+    system, episodes = _solve_context(messages)
+    if not episodes:
+      return "cannot read the map; try 1\n<answer>Direction 1</answer>"
+    obs, acts = episodes[-1]
     ep = parse_episode(obs, acts)
     if ep is None or ep.budget <= 0:
       return "cannot read the map; try 1\n<answer>Direction 1</answer>"
     mask = combine(mask_from_hint(proto.hint_from_system_prompt(system)), mask_from_moves(ep.moves))
+    for prev_obs, prev_acts in episodes[:-1]:  # earlier episodes of the conversation: same mapping
+      prev = parse_episode(prev_obs, prev_acts[:len(prev_obs)])
+      if prev is not None:
+        mask = combine(mask, mask_from_moves(prev.moves))
     if mask == 0:
       mask = _FULL_MASK
     step = int(_STEP_RE.findall(obs[-1])[-1][0]) if _STEP_RE.search(obs[-1]) else len(obs)

@@ -17,11 +17,12 @@ checks every field with a clear error (before any model is built), and the launc
   rollout    engine (jax | vllm); temperature, top_p, top_k; max_response_tokens; max_prompt_tokens;
              max_slots; sync_interval (weight sync every k steps: rollout policy at most k-1 steps stale)
   algorithm  advantage (cod | grpo); returns (mean | window | discounted), window, gamma; red_weight and its
-             bisection bounds; loss (registry name), eps_low, eps_high, aggregation, kl_type, kl_coef,
+             bisection bounds; loss (registry name), eps_low, eps_high, dual_clip (ppo; 0 = off),
+             aggregation, kl_type, kl_coef,
              entropy_coef
   optim      learning_rate, warmup_steps, schedule, weight_decay, b1, b2, max_grad_norm
   train      seq_len T, num_microbatches, pack (sequence packing vs one episode per row)
-  eval       every (steps; 0 = never), at_start, at_end, num_packs, pack_size, temperature, envs (default:
+  eval       every (steps; 0 = never), at_start, at_end, num_packs, pack_size, temperature, top_p, envs (default:
              the data envs), split
   checkpoint every, max_to_keep, export_hf
   sft        steps, batch_size, learning_rate, warmup_steps, num_packs (expert packs), expert_random_frac
@@ -72,12 +73,12 @@ def base_config() -> ml_collections.ConfigDict:
   c.algorithm = ml_collections.ConfigDict(dict(
       advantage="cod", returns="mean", window=0, gamma=1.0, red_weight=True, red_t_min=0.8, red_t_max=100.0,
       red_max_iter=20, red_tol=0.05, grpo_normalize_std=True, loss="rec_oneside_nois", eps_low=0.2,
-      eps_high=0.2, aggregation="token-mean", kl_type="", kl_coef=0.0, entropy_coef=0.0))
+      eps_high=0.2, dual_clip=0.0, aggregation="token-mean", kl_type="", kl_coef=0.0, entropy_coef=0.0))
   c.optim = ml_collections.ConfigDict(dict(learning_rate=1e-6, warmup_steps=0, schedule="constant",
                                            weight_decay=0.01, b1=0.9, b2=0.999, max_grad_norm=1.0))
   c.train = ml_collections.ConfigDict(dict(seq_len=4096, num_microbatches=1, pack=True))
   c.eval = ml_collections.ConfigDict(dict(every=0, at_start=False, at_end=True, num_packs=8, pack_size=8,
-                                          temperature=1.0, split="test", envs={}))
+                                          temperature=1.0, top_p=1.0, split="test", envs={}))
   c.checkpoint = ml_collections.ConfigDict(dict(every=50, max_to_keep=3, export_hf=False))
   c.sft = ml_collections.ConfigDict(dict(steps=0, batch_size=16, learning_rate=1e-3, warmup_steps=20,
                                          schedule="cosine", num_packs=1000, expert_random_frac=0.0,
@@ -103,9 +104,11 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   from codjax.train.workflows import get_workflow
 
   try:
-    get_workflow(str(c.workflow))
+    wf = get_workflow(str(c.workflow))
+    if hasattr(wf, "check_config"):
+      wf.check_config(c)
   except ValueError as e:
-    raise ConfigError(f"workflow: {e}") from None
+    raise ConfigError(f"workflow {c.workflow!r}: {e}") from None
   m = c.model
   _req(bool(m.path) != bool(m.preset) or (m.make_tiny and bool(m.path)),
        "model: set exactly one of model.path (HF checkpoint dir) or model.preset (random init)")
@@ -164,6 +167,7 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(a.kl_coef >= 0 and a.entropy_coef >= 0, "algorithm.kl_coef and entropy_coef must be >= 0")
   _req(a.kl_coef == 0 or a.kl_type, "algorithm.kl_coef > 0 needs algorithm.kl_type")
   _req(0 <= a.eps_low < 1 and a.eps_high >= 0, "algorithm.eps_low must be in [0, 1) and eps_high >= 0")
+  _req(a.dual_clip == 0 or a.dual_clip > 1, "algorithm.dual_clip must be 0 (off) or > 1")
   o = c.optim
   _req(o.learning_rate > 0, f"optim.learning_rate must be > 0, got {o.learning_rate}")
   _req(o.warmup_steps >= 0 and o.weight_decay >= 0 and o.max_grad_norm > 0, "optim: bad warmup/decay/clip")
@@ -176,6 +180,7 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   ev = c.eval
   _req(ev.every >= 0 and ev.num_packs >= 0 and ev.pack_size >= 1, "eval: every/num_packs >= 0, pack_size >= 1")
   _req(ev.temperature >= 0, "eval.temperature must be >= 0")
+  _req(0 < ev.top_p <= 1, f"eval.top_p must be in (0, 1], got {ev.top_p}")
   _req(ev.split in ("train", "test"), "eval.split must be 'train' or 'test'")
   for label, e in ev.envs.items():
     _req(e.name in env_names(), f"eval.envs.{label}.name: unknown environment {e.name!r}")

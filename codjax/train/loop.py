@@ -52,6 +52,7 @@ def step_config(cfg) -> StepConfig:
   return StepConfig(
       loss=str(a.loss),
       loss_cfg=LossConfig(eps_low=float(a.eps_low), eps_high=float(a.eps_high), kl_type=a.kl_type or None,
+                          dual_clip=float(a.dual_clip) or None,
                           kl_coef=float(a.kl_coef), entropy_coef=float(a.entropy_coef),
                           aggregation=str(a.aggregation)),
       num_microbatches=int(cfg.train.num_microbatches), vocab_chunks=int(cfg.model.vocab_chunks),
@@ -258,7 +259,7 @@ class Trainer:
     ev = cfg.eval
     specs = env_specs(ev.envs) if len(ev.envs) else self.specs
     self.engine.update_weights(self.current_model())  # evaluate the current policy
-    params = SamplingParams(temperature=float(ev.temperature), top_p=float(cfg.rollout.top_p),
+    params = SamplingParams(temperature=float(ev.temperature), top_p=float(ev.top_p),
                             top_k=int(cfg.rollout.top_k), max_tokens=int(cfg.rollout.max_response_tokens))
     backend = EngineBackend(self.engine, self.tokenizer, params, max_prompt_tokens=int(cfg.rollout.max_prompt_tokens),
                             seed=derive_seed(cfg.seed, 99991), template_kwargs=self.template_kwargs)

@@ -1,6 +1,6 @@
 """SFT warm start on scripted-expert transcripts (the EvoHarness two-stage recipe, stage 1).
 
-Transcripts are produced through the same CoD workflow the policy later runs (``run_cod`` over a
+Transcripts are produced through the same workflow the policy later runs (``get_workflow(cfg.workflow).rollout`` over a
 ``TokenizingBackend`` around the expert), so every episode's tokens, chat layout and loss mask are exactly
 what the RL rollouts will produce: the loss is cross-entropy on the expert's reply tokens (+ end of turn).
 ``expert_random_frac`` replaces that fraction of the expert's solve actions by uniformly random legal ones
@@ -16,7 +16,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from codjax.agents.cod import run_cod
 from codjax.agents.episode import PolicyBackend
 from codjax.agents.token_backend import TokenizingBackend
 from codjax.envs.base import derive_seed
@@ -29,8 +28,11 @@ from codjax.train.metrics import MetricWriter, Progress
 
 
 def expert_transcripts(cfg, specs, tokenizer, num_packs: int, seed: int) -> tuple[list[TrainSequence], dict]:
-  """Tokenized expert episodes (solve + update) over ``num_packs`` training packs, one repeat each."""
-  from codjax.train.workflows import cod_settings
+  """Tokenized expert episodes over ``num_packs`` training packs, one repeat each, through the configured
+  workflow (CoD: solve + update episodes; ORBIT: multi-episode conversations)."""
+  from codjax.train.workflows import get_workflow
+
+  workflow = get_workflow(str(cfg.workflow))
 
   sampler = PackSampler(specs, int(cfg.data.pack_size), str(cfg.data.packing), seed, int(cfg.data.n_train),
                         int(cfg.data.n_test), int(cfg.data.split_seed))
@@ -49,16 +51,16 @@ def expert_transcripts(cfg, specs, tokenizer, num_packs: int, seed: int) -> tupl
                                 max_prompt_tokens=int(cfg.rollout.max_prompt_tokens),
                                 max_response_tokens=int(cfg.rollout.max_response_tokens),
                                 template_kwargs={"enable_thinking": bool(cfg.model.enable_thinking)})
-    trajs = run_cod(backend, env_packs, 1, cod_settings(cfg))
+    trajs = workflow.rollout(backend, env_packs, 1, cfg)
+    rewards.append(workflow.metrics(trajs))
     for t in trajs:
-      rewards.append(t.task_rewards)
       for ep in t.episodes():
         stats["episodes"] += 1
         stats["truncated"] += int(ep.truncated)
         if ep.num_loss_tokens:
           seqs.append(TrainSequence(ep.tokens, ep.loss_mask, [0.0] * len(ep.tokens), 1.0))
-  r = np.stack(rewards)
-  stats["teacher_reward_per_position"] = r.mean(axis=0).tolist()
+  stats["teacher_metrics"] = {k: float(np.mean([m[k] for m in rewards if k in m]))
+                              for k in sorted({k for m in rewards for k in m})}
   stats["tokens"] = int(sum(len(s.tokens) for s in seqs))
   stats["loss_tokens"] = int(sum(int(np.sum(s.loss_mask)) for s in seqs))
   return seqs, stats
@@ -89,8 +91,10 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
   t0 = time.perf_counter()
   seqs, stats = expert_transcripts(cfg, specs, tokenizer, int(s.num_packs), derive_seed(cfg.seed, 5))
   stats["data_s"] = time.perf_counter() - t0
+  tm = stats["teacher_metrics"]
+  shown = {k: round(v, 3) for k, v in tm.items() if k.startswith(("reward/", "success/", "reward_mean"))}
   print(f"[sft] {len(seqs)} expert episodes, {stats['tokens']} tokens ({stats['loss_tokens']} targets), "
-        f"teacher reward per position {np.round(stats['teacher_reward_per_position'], 3).tolist()}", flush=True)
+        f"teacher {shown}", flush=True)
   opt = make_optimizer(OptimizerConfig(learning_rate=float(s.learning_rate), warmup_steps=int(s.warmup_steps),
                                        schedule=str(s.schedule), total_steps=int(s.steps),
                                        weight_decay=float(cfg.optim.weight_decay),
