@@ -68,7 +68,7 @@ def eval_specs(cfg):
 
 
 def eval_seed(cfg) -> int:
-  """The trainer's evaluation sampling seed, so a checkpoint scores the same here and in training."""
+  """The sampling seed of the trainer's evaluation (``Trainer.evaluate``), so both draw the same keys."""
   from codjax.envs.base import derive_seed
 
   return derive_seed(int(cfg.seed), 99991)

@@ -4,7 +4,7 @@
 
 * solve: if the hint states identified dynamics ``a = .., b = ..``, it plans the open-loop controls
   ``u_0..u_{T-1}`` in [-1, 1] by bounded linear least squares on the exact quadratic loss (x_T and v_T are
-  linear in u) and submits them as a chain ``ifelse(lt(t, k), u, ...)`` (runs of equal values merged).
+  linear in u; the loss weights are read from the system prompt) and submits them as a chain ``ifelse(lt(t, k), u, ...)`` (runs of equal values merged).
   Without identified dynamics it submits a short probing pulse so the rollout table identifies a and b.
 * update: fits ``v_{t+1} = a v_t + b u_t`` by least squares on the rollout table in the feedback, pools the
   estimate with the previous hint's (weighted by transition counts) and writes it back as a hint bullet.
@@ -30,9 +30,8 @@ _ROW_RE = re.compile(rf"^(\d+) \| {_NUM} \| {_NUM} \| (?:{_NUM}|--)$", re.MULTIL
 _INIT_RE = re.compile(rf"Initial state: x0 = {_NUM}, v0 = {_NUM}")
 _TARGET_RE = re.compile(rf"Target state: x_target = {_NUM}, v_target = {_NUM}")
 _HORIZON_RE = re.compile(r"The rollout has (\d+) steps")
+_OBJECTIVE_RE = re.compile(rf"\+ {_NUM} \* \(v_T - v_target\)\^2 \+ {_NUM} \* sum_t u_t\^2")
 PROBE = "ifelse(lt(t, 1), 0.5, 0)"
-CONTROL_PENALTY = 0.03
-VELOCITY_WEIGHT = 2.0
 
 
 def _answer(expr: str) -> str:
@@ -65,7 +64,8 @@ def fit_dynamics(table_text: str) -> tuple[float, float, int] | None:
   return float(a), float(b), len(feats)
 
 
-def plan_controls(a: float, b: float, x0: float, v0: float, xt: float, vt: float, horizon: int) -> np.ndarray:
+def plan_controls(a: float, b: float, x0: float, v0: float, xt: float, vt: float, horizon: int,
+                  velocity_weight: float = 2.0, control_penalty: float = 0.03) -> np.ndarray:
   """Open-loop minimizer of the control loss over u in [-1, 1]^T (bounded least squares)."""
   T = horizon
   # v_s = a^s v0 + sum_{t<s} a^{s-1-t} b u_t ; x_T = x0 + sum_{s=1..T} v_s
@@ -75,8 +75,8 @@ def plan_controls(a: float, b: float, x0: float, v0: float, xt: float, vt: float
       Gv[s, t] = a ** (s - 1 - t) * b
   free_v = np.array([a ** s * v0 for s in range(T + 1)])
   x_row, x_free = Gv[1:].sum(0), x0 + free_v[1:].sum()
-  A = np.vstack([x_row, np.sqrt(VELOCITY_WEIGHT) * Gv[T], np.sqrt(CONTROL_PENALTY) * np.eye(T)])
-  rhs = np.concatenate([[xt - x_free, np.sqrt(VELOCITY_WEIGHT) * (vt - free_v[T])], np.zeros(T)])
+  A = np.vstack([x_row, np.sqrt(velocity_weight) * Gv[T], np.sqrt(control_penalty) * np.eye(T)])
+  rhs = np.concatenate([[xt - x_free, np.sqrt(velocity_weight) * (vt - free_v[T])], np.zeros(T)])
   return lsq_linear(A, rhs, bounds=(-1.0, 1.0)).x
 
 
@@ -110,7 +110,9 @@ class ControlExpert(TextPolicy):
     a, b, _ = dyn
     x0, v0 = float(m0.group(1)), float(m0.group(2))
     xt, vt = float(m1.group(1)), float(m1.group(2))
-    us = plan_controls(a, b, x0, v0, xt, vt, min(int(mh.group(1)), 64))
+    mo = _OBJECTIVE_RE.search(messages[0]["content"])
+    weights = (float(mo.group(1)), float(mo.group(2))) if mo else (2.0, 0.03)
+    us = plan_controls(a, b, x0, v0, xt, vt, min(int(mh.group(1)), 64), *weights)
     return (f"Using a = {a:.4f}, b = {b:.4f} from the hints, I plan the controls by bounded least squares "
             "on the loss.\n" + _answer(controls_expression(us)))
 

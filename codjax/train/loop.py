@@ -305,10 +305,31 @@ class Trainer:
     final = None
     if cfg.eval.at_end and cfg.eval.num_packs:
       final = self.evaluate("final")
+      self._report_improvement(final)
     if cfg.checkpoint.every or cfg.checkpoint.export_hf:
       if self.step not in self.ckpt.steps():
         self.save()
     return final
+
+  def _report_improvement(self, final: dict) -> None:
+    """Prints (and saves) the paired change of the evaluation reward from the start of RL to the end."""
+    start_path = os.path.join(self.run_dir, "eval", "start.json")
+    if not os.path.isfile(start_path) or self.cfg.workflow != "cod":
+      return
+    from codjax.eval.cod_eval import compare
+
+    start = json.load(open(start_path))["results"]
+    rows = {}
+    for label, r in final.items():
+      if label in start and "pack_rewards" in r:
+        c = compare(start[label], r)
+        rows[label] = c
+        per = " ".join(f"{m:+.3f}+-{se:.3f}" for m, se in c["per_position"])
+        print(f"[RL effect] {label}: mean solve reward {start[label]['mean_reward']:.3f} -> {r['mean_reward']:.3f}"
+              f" (paired diff {c['mean']:+.3f} +- {c['se']:.3f}, {c['mean'] / max(c['se'], 1e-12):+.1f} s.e.; "
+              f"per position {per})", flush=True)
+    with open(os.path.join(self.run_dir, "eval", "rl_effect.json"), "w") as f:
+      json.dump(rows, f, indent=2)
 
   def close(self) -> None:
     self.writer.close()

@@ -181,3 +181,12 @@ def test_expert_update_pools_estimates_and_parses_its_own_hint():
   assert first[:2] == pytest.approx((dyn.a, dyn.b), abs=5e-3) and second[2] == first[2] + 12
   assert "--- Start of updated hints ---" in make_policy("optimal_control", "random").respond(
       [{"role": "system", "content": "s"}, {"role": "user", "content": "--- Previous hints ---\n\nx"}], rng)
+
+
+def test_expert_reads_the_loss_weights_from_the_prompt():
+  fam = make("optimal_control", control_penalty=0.5, velocity_weight=3.0)
+  system, _ = fam.sample_pack(0, 1)[0].reset()
+  assert oce._OBJECTIVE_RE.search(system).groups() == ("3", "0.5")
+  us_cheap = oce.plan_controls(0.9, 1.0, 0.0, 0.0, 5.0, 0.0, 12)
+  us_dear = oce.plan_controls(0.9, 1.0, 0.0, 0.0, 5.0, 0.0, 12, 3.0, 0.5)
+  assert np.sum(us_dear**2) < np.sum(us_cheap**2)

@@ -58,12 +58,31 @@ def test_solver_order_of_accuracy():
 
 def test_residual_target_equals_reaction_and_interpolation_is_exact_on_nodes(fam):
   hidden = model.sample_hidden(fam.cfg, 21, 2)
-  u, y = model.dense_trajectory(hidden, 0, 3.0)
+  traj = model.dense_trajectory(hidden, 0, 3.0)
+  traj.ensure(2000)
+  u, y = traj.u, traj.y
   assert u.shape == (2001, 257) and u.dtype == np.float32
   np.testing.assert_allclose(y, dictionary.reaction(u.astype(float), hidden.coefs), atol=1e-4)
   n, i = np.array([0, 10, 2000]), np.array([1, 128, 255])
   np.testing.assert_allclose(solver.bilinear(u, solver.DENSE, i * solver.DENSE.dx, n * solver.DENSE.dt),
                              u[n, i], atol=1e-6)
+
+
+def test_lazy_trajectory_integrates_on_demand_and_matches_full_run(fam):
+  hidden = model.sample_hidden(fam.cfg, 22, 2)
+  lazy = model.dense_trajectory(hidden, 1, 3.0)
+  x, t = np.array([0.3, 0.7]), np.array([0.0, 0.1])
+  u_early, y_early = lazy.sample(x, t)
+  assert lazy.rows == 202  # rows up to t = 0.1 plus one for the residual target
+  full = model.dense_trajectory(hidden, 1, 3.0)
+  full.ensure(2000)
+  assert full.rows == 2000
+  np.testing.assert_array_equal(lazy.u[:203], full.u[:203])
+  np.testing.assert_array_equal(lazy.y[:202], full.y[:202])
+  u_late, _ = lazy.sample(x, np.array([0.9, 1.0]))
+  np.testing.assert_array_equal(u_late, solver.bilinear(full.u, solver.DENSE, x, np.array([0.9, 1.0])))
+  np.testing.assert_array_equal(lazy.y, full.y)
+  np.testing.assert_array_equal(u_early, solver.bilinear(full.u, solver.DENSE, x, t))
 
 
 def test_stability_flag_detects_blow_up():

@@ -75,7 +75,7 @@ class PdePackState:
   def __init__(self):
     self.datasets: dict[str, Dataset] = {}
     self.evidence: list[dict[str, Any]] = []
-    self.dense: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    self.dense: dict[int, solver.LazyTrajectory] = {}
 
 
 class ActionError(ValueError):
@@ -205,7 +205,7 @@ class PdeTaskEnv(TaskEnv):
     return self._result(feedback, 0.0, False)
 
   # ----- actions
-  def _dense(self) -> tuple[np.ndarray, np.ndarray]:
+  def _dense(self) -> solver.LazyTrajectory:
     j = self.position - 1
     if j not in self._state.dense:
       self._state.dense[j] = model.dense_trajectory(self._hidden, j, self._cfg.state_abs_limit)
@@ -227,12 +227,12 @@ class PdeTaskEnv(TaskEnv):
         raise ActionError(f"point (x={x:g}, t={t:g}) is outside 0 < x < 1, 0 <= t <= 1")
       xs.append(x)
       ts.append(t)
-    u_field, y_field = self._dense()
     x, t = np.array(xs), np.array(ts)
+    u_clean, y_clean = self._dense().sample(x, t)
     self._sample_counter += 1
     rng = np.random.default_rng(np.random.SeedSequence([self._seed, self.position, self._sample_counter]))
-    u = solver.bilinear(u_field, solver.DENSE, x, t) + rng.normal(0.0, self._cfg.noise_level, len(x))
-    y = solver.bilinear(y_field, solver.DENSE, x, t) + rng.normal(0.0, self._cfg.noise_level * 0.25, len(x))
+    u = u_clean + rng.normal(0.0, self._cfg.noise_level, len(x))
+    y = y_clean + rng.normal(0.0, self._cfg.noise_level * 0.25, len(x))
     ds_id = f"ds_t{self.position}_{self._sample_counter}"
     self._state.datasets[ds_id] = Dataset(self.position, x, t, u, y)
     self._task_points.append(ds_id)

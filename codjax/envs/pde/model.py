@@ -111,7 +111,6 @@ class Hidden:
   template_index: int
   amplitudes: np.ndarray  # (S,)
   mode_weights: tuple[np.ndarray, ...]  # per trajectory, the N(0,1) weights of sin(k pi x)
-  amplitude_bound: float
 
   def initial_condition(self, j: int, x: np.ndarray) -> np.ndarray:
     w = self.mode_weights[j]
@@ -143,7 +142,7 @@ def sample_hidden(cfg: PdeConfig, env_seed: int, num_traj: int) -> Hidden:
     rj = np.random.default_rng(np.random.SeedSequence([env_seed, 2, j]))
     m = int(rj.integers(cfg.mode_count_min, cfg.mode_count_max + 1))
     weights.append(rj.standard_normal(m))
-  proto = Hidden(np.zeros(dictionary.NUM_TERMS), -1, amps, tuple(weights), a_up)
+  proto = Hidden(np.zeros(dictionary.NUM_TERMS), -1, amps, tuple(weights))
   ics = np.stack([proto.initial_condition(j, solver.COARSE.x) for j in range(num_traj)], axis=1)
   fam = load_family(cfg.family)
   eligible = eligible_templates(cfg)
@@ -159,14 +158,11 @@ def sample_hidden(cfg: PdeConfig, env_seed: int, num_traj: int) -> Hidden:
     coefs[list(t.terms)] = signs * mags
     if _stable(coefs, ics, cfg.state_abs_limit):
       break
-  coefs.setflags(write=False)
+  for arr in (coefs, amps, *weights):  # shared by every sample_pack call of this pack: read-only
+    arr.setflags(write=False)
   return dataclasses.replace(proto, coefs=coefs, template_index=int(idx))
 
 
-def dense_trajectory(hidden: Hidden, j: int, limit: float) -> tuple[np.ndarray, np.ndarray]:
-  """``(u, y)`` on the dense grid for trajectory j, as float32 ``(nt, nx)`` arrays."""
-  u0 = hidden.initial_condition(j, solver.DENSE.x)
-  hist, _ = solver.simulate(u0[:, None], hidden.coefs, solver.DENSE, limit)
-  u = hist[:, :, 0]
-  y = solver.residual_target(u, hidden.coefs, solver.DENSE)
-  return u.astype(np.float32), y.astype(np.float32)
+def dense_trajectory(hidden: Hidden, j: int, limit: float) -> solver.LazyTrajectory:
+  """Trajectory j on the dense grid, integrated lazily as samples need it."""
+  return solver.LazyTrajectory(hidden.initial_condition(j, solver.DENSE.x), hidden.coefs, solver.DENSE, limit)

@@ -6,7 +6,7 @@ interior nodes, one step is
 
     (I - dt D2) u^{n+1} = clip(u^n + dt f(u^n), -L, L),    then  u^{n+1} <- clip(u^{n+1}, -L, L)
 
-(diffusion implicit, reaction explicit). ``I - dt D2`` is a constant symmetric positive-definite tridiagonal
+(diffusion implicit, reaction explicit; ``Stepper``). ``I - dt D2`` is a constant symmetric positive-definite tridiagonal
 matrix, so it is factored once per grid (LAPACK ``pttrf`` via ``scipy.linalg.lapack``) and every step is a
 banded back-substitution (``pttrs``), batched over trajectories as multiple right-hand sides. The scheme is
 first order in time and second order in space. The "scheme-consistent residual" target is
@@ -63,55 +63,103 @@ def _d2(u: np.ndarray, dx: float) -> np.ndarray:
   return (u[:-2] - 2.0 * u[1:-1] + u[2:]) / dx**2
 
 
+class Stepper:
+  """One semi-implicit step for a batch of interior profiles ``(nx-2, B)`` or ``(nx-2,)``.
+
+  ``coefs``: ``(15,)`` shared, or ``(15, B)`` per trajectory (each term is then evaluated only on the
+  columns that use it). The factorization and the active terms are prepared once.
+  """
+
+  def __init__(self, coefs: np.ndarray, grid: Grid, limit: float = 3.0):
+    coefs = np.asarray(coefs, dtype=float)
+    if coefs.ndim == 2:
+      self._terms = [(k, cols, coefs[k, cols]) for k in range(coefs.shape[0])
+                     if (cols := np.flatnonzero(coefs[k])).size]
+    else:
+      self._terms = [(k, None, coefs[k]) for k in np.flatnonzero(coefs)]
+    self._d, self._e = _factor(grid)
+    self._dt = grid.dt
+    self._limit = limit
+
+  def advance(self, inner: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``(u^{n+1}, ok)``: ok is False when the explicit update ``u^n + dt f(u^n)`` reached the limit or is
+    not finite (checked before clipping: after the clip the diffusion solve alone cannot reach the limit)."""
+    rhs = inner.copy()
+    for k, cols, w in self._terms:
+      if cols is None:
+        rhs += (self._dt * w) * dictionary.term_values(inner, k)
+      else:
+        rhs[:, cols] += (self._dt * w) * dictionary.term_values(inner[:, cols], k)
+    ok = bool(np.max(np.abs(rhs), initial=0.0) < self._limit)  # NaN compares False
+    np.clip(rhs, -self._limit, self._limit, out=rhs)
+    new, _ = lapack.dpttrs(self._d, self._e, rhs)
+    return np.clip(new, -self._limit, self._limit, out=new), ok
+
+
 def simulate(u0: np.ndarray, coefs: np.ndarray, grid: Grid, limit: float = 3.0,
              keep: bool = True) -> tuple[np.ndarray | None, bool]:
   """Integrates a batch. ``u0``: ``(nx, B)`` initial profiles; ``coefs``: ``(15,)`` or ``(15, B)``.
 
   Returns ``(history, ok)``: the ``(nt, nx, B)`` history when ``keep`` (else None), and whether the state
-  stayed finite with ``|u| < limit``, checked on the explicit reaction update
-  ``u^n + dt f(u^n)`` before it is clipped (after the clip the diffusion solve alone cannot reach the
-  limit). With ``keep=False`` the loop stops early once the check fails.
+  stayed finite with ``|u| < limit`` (``Stepper.advance``). With ``keep=False`` the loop stops early once the
+  check fails.
   """
+  stepper = Stepper(coefs, grid, limit)
   u = np.array(u0, dtype=float)
-  coefs = np.asarray(coefs, dtype=float)
-  if coefs.ndim == 2:  # per-trajectory coefficients: evaluate each term only on the columns that use it
-    terms = [(k, cols, coefs[k, cols]) for k in range(coefs.shape[0])
-             if (cols := np.flatnonzero(coefs[k])).size]
-  else:
-    terms = [(k, None, coefs[k]) for k in np.flatnonzero(coefs)]
-  d, e = _factor(grid)
-  hist = np.zeros((grid.nt,) + u.shape) if keep else None
   inner = u[1:-1].copy()
+  hist = np.zeros((grid.nt,) + u.shape) if keep else None
   if keep:
     hist[0, 1:-1] = inner
   ok = bool(np.max(np.abs(inner), initial=0.0) < limit)
   for n in range(1, grid.nt):
-    rhs = inner.copy()
-    for k, cols, w in terms:
-      if cols is None:
-        rhs += (grid.dt * w) * dictionary.term_values(inner, k)
-      else:
-        rhs[:, cols] += (grid.dt * w) * dictionary.term_values(inner[:, cols], k)
-    if ok and not np.max(np.abs(rhs)) < limit:  # the explicit update, before clipping; also catches NaN
+    inner, step_ok = stepper.advance(inner)
+    if ok and not step_ok:
       ok = False
       if not keep:
         return None, False
-    np.clip(rhs, -limit, limit, out=rhs)
-    new, _ = lapack.dpttrs(d, e, rhs)
-    inner = np.clip(new, -limit, limit, out=new)
     if keep:
       hist[n, 1:-1] = inner
   return hist, ok
 
 
-def residual_target(hist: np.ndarray, coefs: np.ndarray, grid: Grid) -> np.ndarray:
-  """``y^n`` for one trajectory history ``(nt, nx)`` (see module docstring)."""
-  y = np.empty_like(hist)
-  y[:-1, 1:-1] = (hist[1:, 1:-1] - hist[:-1, 1:-1]) / grid.dt - _d2(hist[1:].T, grid.dx).T
-  y[-1] = dictionary.reaction(hist[-1], coefs)
-  y[:-1, 0] = dictionary.reaction(hist[:-1, 0], coefs)
-  y[:-1, -1] = dictionary.reaction(hist[:-1, -1], coefs)
-  return y
+class LazyTrajectory:
+  """One trajectory, integrated on demand and kept: ``u`` and the residual target ``y`` (float32 rows).
+
+  ``sample`` integrates only as far in time as the requested points need, so early-time samples stay cheap.
+  ``y^n = (u^{n+1} - u^n)/dt - D2 u^{n+1}`` on interior nodes (row n exists once row n+1 of u does),
+  ``y = f(u)`` on the last row and ``0 = f(0)`` on the boundary.
+  """
+
+  def __init__(self, u0: np.ndarray, coefs: np.ndarray, grid: Grid, limit: float = 3.0):
+    self.grid = grid
+    self._coefs = np.asarray(coefs, dtype=float)
+    self._stepper = Stepper(self._coefs, grid, limit)
+    self.u = np.zeros((grid.nt, grid.nx), np.float32)
+    self.y = np.zeros((grid.nt, grid.nx), np.float32)
+    self._inner = np.array(u0, dtype=float)[1:-1].copy()
+    self.u[0, 1:-1] = self._inner
+    self.rows = 0  # u rows 0..rows are integrated
+    self._full = np.zeros(grid.nx)
+
+  def ensure(self, n: int) -> None:
+    """Makes rows 0..n of u and y valid."""
+    last = self.grid.nt - 1
+    while self.rows < min(n + 1, last):
+      new, _ = self._stepper.advance(self._inner)
+      self._full[1:-1] = new
+      self.y[self.rows, 1:-1] = (new - self._inner) / self.grid.dt - _d2(self._full, self.grid.dx)
+      self.rows += 1
+      self.u[self.rows, 1:-1] = new
+      self._inner = new
+    if n >= last:
+      self._full[1:-1] = self._inner
+      self.y[last] = dictionary.reaction(self._full, self._coefs)
+
+  def sample(self, x: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bilinear ``(u, y)`` at points ``(x, t)`` in [0, 1]^2."""
+    top = int(min(np.floor(float(np.max(t)) / self.grid.dt), self.grid.nt - 2)) + 1
+    self.ensure(top)
+    return bilinear(self.u, self.grid, x, t), bilinear(self.y, self.grid, x, t)
 
 
 def bilinear(field: np.ndarray, grid: Grid, x: np.ndarray, t: np.ndarray) -> np.ndarray:
