@@ -1,13 +1,12 @@
 """Multi-teacher on-policy distillation of a Qwen3.6-27B student over PDE, Control and Grid
 (cod_reference.md 3.3 and 4.1, ``exp_plan_final/train/pde_control_grid_opd.yaml``).
 
-NOT RUNNABLE YET: the ``opd`` loss (``codjax/rl/losses.py``) needs per-token teacher log-probabilities, and
-the trainer does not score episodes with teacher models yet, so a train step with this config raises "the
-opd loss needs teacher_logprobs". The config records the reference's settings so the run is one wiring
-step away. The teachers (cod_reference 3.3) are chosen by each sample's domain: PDE -> the PDE CoD-RL
-checkpoint at step 75, Control -> step 200, Grid -> step 100 (HF exports of ``pde_discovery_qwen3_27b``,
-``optimal_control_qwen3_27b``, ``grid_navigation_qwen3_27b``); they score the student's exact tokens at the
-rollout temperature 1.0, on both solve and update episodes.
+The teachers (cod_reference 3.3) are chosen by each sample's domain (``algorithm.teachers``, data-env label
+-> HF directory; ``codjax/train/teachers.py``): PDE -> the PDE CoD-RL checkpoint at step 75, Control -> step
+200, Grid -> step 100 (HF exports of ``pde_discovery_qwen3_27b``, ``optimal_control_qwen3_27b``,
+``grid_navigation_qwen3_27b``; the paths below are placeholders, set them with
+``--config.algorithm.teachers.a_pde=...``); they score the student's exact tokens at the rollout
+temperature 1.0, on both solve and update episodes.
 
 The model is a placeholder path (``--config.model.path``); see ``codjax/train/paper_configs.py:
 paper_27b_base``.
@@ -31,6 +30,11 @@ def get_config():
   c.data.repeats = 1  # cod_reference 3.3: repeat_times 1 (no group)
   c.data.packs_per_step = 64  # cod_reference 3.3: batch_size 256 raw tasks / pack 4
   c.algorithm.loss = "opd"  # cod_reference 3.3: -A logp, A = logp_teacher - sg(logp), no clipping
+  c.algorithm.teachers = {  # cod_reference 3.3: one teacher per taskset (placeholder paths)
+      "a_pde": "checkpoints/pde_discovery_qwen3_27b/hf/step_75",
+      "b_control": "checkpoints/optimal_control_qwen3_27b/hf/step_200",
+      "c_grid": "checkpoints/grid_navigation_qwen3_27b/hf/step_100",
+  }
   c.algorithm.advantage = "grpo"  # unused by the opd loss; "cod" would need a group (repeats >= 2)
   c.algorithm.grpo_normalize_std = False
   c.algorithm.red_weight = False  # cod_reference 3.3: no RL reward term, nothing to reweight

@@ -92,11 +92,13 @@ def assemble_batch(seqs: Sequence[TrainSequence], seq_len: int, *, pack: bool = 
   }
   if with_teacher:
     out["teacher_logprobs"] = np.zeros(shape, np.float32)
+  layout = [(0, 0, 0)] * len(seqs)
   for r, members in enumerate(rows):
     col = 0
     for seg, i in enumerate(members, start=1):
       s, n = seqs[i], lens[i]
       sl = slice(col, col + n)
+      layout[i] = (r, col, n)
       out["tokens"][r, sl] = np.asarray(s.tokens[:n])
       out["positions"][r, sl] = np.arange(n)
       out["segment_ids"][r, sl] = seg
@@ -114,7 +116,8 @@ def assemble_batch(seqs: Sequence[TrainSequence], seq_len: int, *, pack: bool = 
   real = sum(lens)
   stats = {"sequences": float(len(seqs)), "rows": float(n_rows), "truncated_sequences": float(cut),
            "dropped_loss_tokens": float(dropped_loss_tokens), "tokens": float(real),
-           "loss_tokens": float(out["loss_mask"].sum()), "fill": real / float(n_rows * seq_len)}
+           "loss_tokens": float(out["loss_mask"].sum()), "fill": real / float(n_rows * seq_len),
+           "layout": layout}  # per input sequence: (row, start column, length)
   return out, stats
 
 

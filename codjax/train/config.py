@@ -18,7 +18,7 @@ checks every field with a clear error (before any model is built), and the launc
              max_slots; sync_interval (weight sync every k steps: rollout policy at most k-1 steps stale)
   algorithm  advantage (cod | grpo); returns (mean | window | discounted), window, gamma; red_weight and its
              bisection bounds; loss (registry name), eps_low, eps_high, dual_clip (ppo; 0 = off),
-             aggregation, kl_type, kl_coef,
+             aggregation, kl_type, kl_coef, teachers (opd: data-env label -> teacher HF dir),
              entropy_coef
   optim      learning_rate, warmup_steps, schedule, weight_decay, b1, b2, max_grad_norm
   train      seq_len T, num_microbatches, pack (sequence packing vs one episode per row)
@@ -73,7 +73,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.algorithm = ml_collections.ConfigDict(dict(
       advantage="cod", returns="mean", window=0, gamma=1.0, red_weight=True, red_t_min=0.8, red_t_max=100.0,
       red_max_iter=20, red_tol=0.05, grpo_normalize_std=True, loss="rec_oneside_nois", eps_low=0.2,
-      eps_high=0.2, dual_clip=0.0, aggregation="token-mean", kl_type="", kl_coef=0.0, entropy_coef=0.0))
+      eps_high=0.2, dual_clip=0.0, aggregation="token-mean", kl_type="", kl_coef=0.0, entropy_coef=0.0,
+      teachers={}))
   c.optim = ml_collections.ConfigDict(dict(learning_rate=1e-6, warmup_steps=0, schedule="constant",
                                            weight_decay=0.01, b1=0.9, b2=0.999, max_grad_norm=1.0))
   c.train = ml_collections.ConfigDict(dict(seq_len=4096, num_microbatches=1, pack=True))
@@ -168,6 +169,11 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(a.kl_coef == 0 or a.kl_type, "algorithm.kl_coef > 0 needs algorithm.kl_type")
   _req(0 <= a.eps_low < 1 and a.eps_high >= 0, "algorithm.eps_low must be in [0, 1) and eps_high >= 0")
   _req(a.dual_clip == 0 or a.dual_clip > 1, "algorithm.dual_clip must be 0 (off) or > 1")
+  if a.loss == "opd":
+    missing = sorted(set(d.envs) - set(a.teachers))
+    _req(not missing, f"algorithm.teachers must name a teacher checkpoint for every data env; missing {missing}")
+  _req(set(a.teachers) <= set(d.envs), f"algorithm.teachers has labels {sorted(set(a.teachers) - set(d.envs))} "
+       "that are not data envs")
   o = c.optim
   _req(o.learning_rate > 0, f"optim.learning_rate must be > 0, got {o.learning_rate}")
   _req(o.warmup_steps >= 0 and o.weight_decay >= 0 and o.max_grad_norm > 0, "optim: bad warmup/decay/clip")

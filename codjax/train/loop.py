@@ -59,9 +59,10 @@ def step_config(cfg) -> StepConfig:
       temperature=float(cfg.rollout.temperature))
 
 
-def episodes_to_sequences(scored) -> list[TrainSequence]:
-  return [TrainSequence(ep.tokens, ep.loss_mask, ep.logprobs, score) for ep, score in scored
-          if ep.num_loss_tokens > 0]
+def episodes_to_sequences(scored) -> tuple[list[TrainSequence], list]:
+  """Training sequences of the episodes with loss tokens, and those episodes (same order)."""
+  kept = [(ep, score) for ep, score in scored if ep.num_loss_tokens > 0]
+  return [TrainSequence(ep.tokens, ep.loss_mask, ep.logprobs, score) for ep, score in kept], [ep for ep, _ in kept]
 
 
 def ensure_model_dir(cfg) -> str:
@@ -130,6 +131,14 @@ class Trainer:
                                  max_prompt_tokens=int(r.max_prompt_tokens), template_kwargs=self.template_kwargs)
     self.workflow = get_workflow(str(cfg.workflow))
     self.ckpt = Checkpointer(os.path.join(self.run_dir, "checkpoints"), int(cfg.checkpoint.max_to_keep))
+    self.teachers = None
+    if cfg.algorithm.loss == "opd":
+      from codjax.train.teachers import TeacherPool
+
+      self._label_of_family = {id(s.family): s.label for s in self.specs}
+      self.teachers = TeacherPool(dict(cfg.algorithm.teachers), dtype=m.dtype, mesh=self.mesh,
+                                  temperature=float(r.temperature), vocab_chunks=int(m.vocab_chunks),
+                                  seq_len=int(cfg.train.seq_len))
     self.step = 0
     self.last_sync = 0
     self._engine_model = None
@@ -230,11 +239,16 @@ class Trainer:
     temp = None
     if a.red_weight:
       scored, temp = apply_red(scored, a.red_t_min, a.red_t_max, a.red_max_iter, a.red_tol)
-    seqs = episodes_to_sequences(scored)
+    seqs, eps = episodes_to_sequences(scored)
+    if self.teachers is not None:
+      from codjax.train.teachers import attach_teacher_logprobs
+
+      label_of_pack = {p.pack_id: self._label_of_family[id(p.family)] for p in packs}
+      attach_teacher_logprobs(self.teachers, seqs, [label_of_pack[ep.pack_id] for ep in eps])
     shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
     batch, bstats = assemble_batch(seqs, int(cfg.train.seq_len), pack=bool(cfg.train.pack),
                                    row_multiple=int(cfg.train.num_microbatches) * shards,
-                                   bucket_len=not cfg.train.pack)
+                                   bucket_len=not cfg.train.pack, with_teacher=self.teachers is not None)
     t1 = time.perf_counter()
     self.state, out = self._step_fn(batch)(self.state, {k: jnp.asarray(v) for k, v in batch.items()})
     out = {k: float(v) for k, v in jax.device_get(out).items()}
@@ -242,7 +256,7 @@ class Trainer:
     self.step += 1
     m = self.workflow.metrics(trajs)
     m.update({f"train/{k}": v for k, v in out.items()})
-    m.update({f"batch/{k}": v for k, v in bstats.items()})
+    m.update({f"batch/{k}": v for k, v in bstats.items() if k != "layout"})
     m["red_temperature"] = float(temp) if temp is not None else 0.0
     m["red_active"] = float(temp is not None)
     m["advantage_abs_mean"] = float(np.mean([abs(s) for _, s in scored])) if scored else 0.0

@@ -355,7 +355,6 @@ def test_repeats_share_the_hidden_mapping(fl, expert):
       assert len({id(f.envs[i]) for f in group}) == G  # fresh task objects per repeat
   run_lockstep(PolicyBackend(expert, seed=1), flows)
   # the same evidence from the text alone: every "Dk: moved <dir>" line of a pack agrees across repeats
-  learned = []
   for k in range(len(packs)):
     seen: dict[int, str] = {}
     for f in flows[k * G:(k + 1) * G]:
@@ -364,7 +363,6 @@ def test_repeats_share_the_hidden_mapping(fl, expert):
           for d, direction in _MOVE_RE.findall(m["content"]):
             assert seen.setdefault(int(d), direction.capitalize()) == direction.capitalize()
     assert seen and all(mapping_from_seed(packs[k].pack_seed)[d] == v for d, v in seen.items())
-    learned.append(seen)
   assert len({tuple(sorted(mapping_from_seed(p.pack_seed).items())) for p in packs}) > 1
 
 
