@@ -3,7 +3,9 @@
 Memory layout: one KV cache ``[L, slots, S, K, H]`` (k and v). Slot 0 is scratch (padding rows of a bucketed
 batch write there); every session (an episode) owns one slot while it is alive, and its tokens occupy
 cache positions ``[0, cached_len)`` of that slot. A request whose prompt extends the session's history only
-prefills the new suffix (the next user turn), instead of the whole conversation.
+prefills the new suffix (the next user turn), instead of the whole conversation. With more live sessions
+than slots, the least recently used session not in the current call loses its slot (LRU eviction) and is
+re-prefilled when it comes back; ``stats["evictions"]`` counts it.
 
 Each ``generate`` call:
   1. prefill the new tokens of every request in chunks of a bucketed length (jitted per (batch bucket,
@@ -49,9 +51,10 @@ def _pow2(n: int, lo: int = 1) -> int:
 
 @dataclasses.dataclass
 class _Session:
-  slot: int
+  slot: int | None  # None: evicted (its KV cache was given to another session; re-prefilled on next use)
   tokens: list[int]  # history whose first cached_len tokens are in the cache
   cached_len: int = 0
+  last_used: int = 0
 
 
 class JaxEngine:
@@ -90,7 +93,9 @@ class JaxEngine:
     self._key = jax.random.key(seed)
     self._prefill_fn = jax.jit(self._prefill_impl, donate_argnums=(1,), static_argnames=("length",))
     self._decode_fns: dict[tuple, object] = {}
-    self.stats = {"prefill_tokens": 0, "reused_tokens": 0, "generated_tokens": 0, "calls": 0}
+    self._clock = 0
+    self._anon = 0
+    self.stats = {"prefill_tokens": 0, "reused_tokens": 0, "generated_tokens": 0, "calls": 0, "evictions": 0}
 
   # -- jitted kernels ------------------------------------------------------------------------------------
   def _length_bucket(self, end: int) -> int:
@@ -156,24 +161,40 @@ class JaxEngine:
     return (ck, cv), out_t, out_lp, n
 
   # -- sessions ------------------------------------------------------------------------------------------
-  def _session(self, sid: int | None, prompt: Sequence[int]) -> tuple[int, _Session]:
+  def _take_slot(self, busy: set[int]) -> int:
+    """A free slot, evicting the least recently used session not in ``busy`` if none is free."""
+    if self._free:
+      return self._free.pop()
+    victims = [(s.last_used, k) for k, s in self._sessions.items() if s.slot is not None and k not in busy]
+    if not victims:
+      raise RuntimeError(f"JaxEngine: more concurrent requests than cache slots (max_slots={self.max_slots})")
+    _, k = min(victims)
+    s = self._sessions[k]
+    slot, s.slot, s.cached_len = s.slot, None, 0
+    self.stats["evictions"] += 1
+    return slot
+
+  def _session(self, sid: int | None, prompt: Sequence[int], busy: set[int]) -> tuple[int, _Session]:
+    """The session of ``sid`` (new if unknown) holding a cache slot, with ``cached_len`` valid for ``prompt``."""
     if sid is not None and sid in self._sessions:
       s = self._sessions[sid]
-      if len(prompt) >= s.cached_len and list(prompt[:s.cached_len]) == s.tokens[:s.cached_len]:
-        return sid, s
-      s.cached_len = 0  # history diverged: re-prefill from scratch
-      return sid, s
-    if not self._free:
-      raise RuntimeError(f"JaxEngine has no free cache slot (max_slots={self.max_slots}); end sessions or "
-                         "raise max_slots")
-    s = _Session(slot=self._free.pop(), tokens=[])
-    key = sid if sid is not None else -(len(self._sessions) + 1) - 10**12
-    self._sessions[key] = s
-    return key, s
+      if s.slot is None:
+        s.slot = self._take_slot(busy)
+      elif not (len(prompt) >= s.cached_len and list(prompt[:s.cached_len]) == s.tokens[:s.cached_len]):
+        s.cached_len = 0  # history diverged: re-prefill from scratch
+    else:
+      s = _Session(slot=self._take_slot(busy), tokens=[])
+      if sid is None:
+        self._anon += 1
+        sid = -self._anon
+      self._sessions[sid] = s
+    self._clock += 1
+    s.last_used = self._clock
+    return sid, s
 
   def end_session(self, session_id: int) -> None:
     s = self._sessions.pop(session_id, None)
-    if s is not None:
+    if s is not None and s.slot is not None:
       self._free.append(s.slot)
 
   def num_sessions(self) -> int:
@@ -196,12 +217,14 @@ class JaxEngine:
       return out
     self.stats["calls"] += 1
     keys, sessions = [], []
+    busy = set(session_ids or ())
     for i, p in enumerate(prompts):
       if len(p) == 0:
         raise ValueError("empty prompt")
       if len(p) >= self.max_seq_len:
         raise ValueError(f"prompt of {len(p)} tokens does not fit max_seq_len={self.max_seq_len}")
-      k, s = self._session(None if session_ids is None else session_ids[i], p)
+      k, s = self._session(None if session_ids is None else session_ids[i], p, busy)
+      busy.add(k)
       keys.append(k)
       sessions.append(s)
     n = len(prompts)

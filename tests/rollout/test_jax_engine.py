@@ -126,3 +126,16 @@ def test_bad_requests_raise_clear_errors(engine):
     engine.generate([[1] * 300], SamplingParams())
   with pytest.raises(ValueError, match="top_p"):
     SamplingParams(top_p=0.0)
+
+
+def test_more_sessions_than_slots_evicts_lru_and_stays_exact(model):
+  small = JaxEngine(model, max_slots=2, max_seq_len=256)
+  big = JaxEngine(model, max_slots=8, max_seq_len=256)
+  g = SamplingParams(temperature=0.0, max_tokens=4)
+  hist = [list(p) for p in PROMPTS] + [[9, 8, 7, 6]]
+  for turn in range(2):
+    a = small.generate(hist, g, session_ids=[1, 2, 3, 4])  # 4 live sessions, 2 slots
+    b = big.generate(hist, g, session_ids=[1, 2, 3, 4])
+    assert [x.token_ids for x in a] == [y.token_ids for y in b]
+    hist = [h + x.token_ids + [70 + turn] for h, x in zip(hist, a)]
+  assert small.stats["evictions"] > 0 and big.stats["evictions"] == 0
