@@ -15,7 +15,10 @@ import jax.numpy as jnp
 
 
 def vocab_chunks(vocab: int, target: int) -> int:
-  """The largest divisor of ``vocab`` that is <= ``target`` chunks (1 if none fits)."""
+  """The largest divisor of ``vocab`` that is <= ``target`` chunks (1 if none fits). ``target = 0`` picks
+  chunks of about 16k vocabulary entries (e.g. 151,936 -> 8 chunks of 18,992)."""
+  if target <= 0:
+    target = max(1, -(-vocab // 16384))
   target = max(1, min(target, vocab))
   for c in range(target, 0, -1):
     if vocab % c == 0:
@@ -28,6 +31,13 @@ def token_logprobs_and_entropy(hidden_btd, w_dv, targets_bt, *, temperature: flo
   """Returns (logp [B, T], entropy [B, T]) of ``targets_bt`` under softmax(hidden @ w / temperature)."""
   d, v = w_dv.shape
   c = vocab_chunks(v, num_chunks)
+  if c == 1:  # one chunk: plain logsumexp (the scan + remat path would keep ~5 logits-sized temporaries)
+    z = (jnp.einsum("BTD,DV->BTV", hidden_btd.astype(compute_dtype), w_dv.astype(compute_dtype))
+         .astype(jnp.float32) / temperature)
+    lse = jax.nn.logsumexp(z, axis=-1)
+    tgt = jnp.take_along_axis(z, targets_bt[..., None], axis=-1)[..., 0]
+    ent = lse - jnp.sum(jax.nn.softmax(z, axis=-1) * z, axis=-1)
+    return tgt - lse, ent
   vc = v // c
   h = hidden_btd.astype(compute_dtype)
   w_cdv = w_dv.astype(compute_dtype).reshape(d, c, vc).transpose(1, 0, 2)

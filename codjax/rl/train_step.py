@@ -84,15 +84,15 @@ class StepConfig:
   loss: str = "rec_oneside_nois"
   loss_cfg: LossConfig = LossConfig()
   num_microbatches: int = 1
-  vocab_chunks: int = 1
+  vocab_chunks: int = 0  # 0: chunks of ~16k vocabulary entries (codjax.rl.logprobs.vocab_chunks)
   temperature: float = 1.0  # the rollout temperature: logprobs are of softmax(logits / temperature)
 
   def __post_init__(self):
     get_loss(self.loss)  # raises for unknown names
     if self.num_microbatches < 1:
       raise ValueError(f"num_microbatches must be >= 1, got {self.num_microbatches}")
-    if self.vocab_chunks < 1:
-      raise ValueError(f"vocab_chunks must be >= 1, got {self.vocab_chunks}")
+    if self.vocab_chunks < 0:
+      raise ValueError(f"vocab_chunks must be >= 0 (0 = auto), got {self.vocab_chunks}")
     if not self.temperature > 0:
       raise ValueError(f"temperature must be > 0, got {self.temperature}")
 

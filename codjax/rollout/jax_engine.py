@@ -125,7 +125,9 @@ class JaxEngine:
     logprobs, counts."""
     model = nnx.merge(self._graphdef, params)
     ck, cv = cache
-    sub = (ck[:, slots_b, :length], cv[:, slots_b, :length])
+    # per-layer weights and caches, split once outside the token loop (no per-token copies)
+    layers = model.split_layers()
+    sub = [(ck[l][slots_b, :length], cv[l][slots_b, :length]) for l in range(len(layers))]
     b = slots_b.shape[0]
 
     def is_stop(tok):
@@ -145,7 +147,7 @@ class JaxEngine:
     def body(state):
       i, sub, tok, out_t, out_lp, done, n, key = state
       key, k = jax.random.split(key)
-      hidden, sub = model.forward_cached(tok[:, None], start_b + i - 1, sub)
+      hidden, sub = model.forward_cached_unrolled(tok[:, None], start_b + i - 1, layers, sub)
       nt, nlp = sample_tokens(k, model.logits(hidden[:, 0]), temperature, top_k, top_p, greedy)
       active = ~done
       out_t = out_t.at[:, i].set(jnp.where(active, nt, 0))
@@ -156,8 +158,8 @@ class JaxEngine:
 
     state = (jnp.int32(1), sub, tok0, out_t, out_lp, done, n, key)
     _, sub, _, out_t, out_lp, _, n, _ = jax.lax.while_loop(cond, body, state)
-    ck = ck.at[:, slots_b, :length].set(sub[0])
-    cv = cv.at[:, slots_b, :length].set(sub[1])
+    ck = ck.at[:, slots_b, :length].set(jnp.stack([k for k, _ in sub]))
+    cv = cv.at[:, slots_b, :length].set(jnp.stack([v for _, v in sub]))
     return (ck, cv), out_t, out_lp, n
 
   # -- sessions ------------------------------------------------------------------------------------------
@@ -237,32 +239,38 @@ class JaxEngine:
     for s, p in zip(sessions, prompts):
       self.stats["reused_tokens"] += s.cached_len
       self.stats["prefill_tokens"] += len(p) - s.cached_len
-    # 1. chunked prefill of the new suffixes
-    longest = max(len(x) for x in new)
+    # 1. chunked prefill of the new suffixes, rows grouped by suffix-length bucket so a short next-turn
+    #    suffix is never padded to a long one; a chunk only runs the rows that still have tokens in it
     last_h = jnp.zeros((bb, self.cfg.hidden_size), self.cfg.jnp_dtype)
-    done_tokens = 0
+    groups: dict[int, list[int]] = {}
+    for i, x in enumerate(new):
+      groups.setdefault(_bucket(len(x), self.chunk_buckets), []).append(i)
+    for rows in groups.values():
+      done_tokens = 0
+      longest = max(len(new[i]) for i in rows)
+      while done_tokens < longest:
+        active = [i for i in rows if len(new[i]) > done_tokens]
+        c = _bucket(max(len(new[i]) for i in active) - done_tokens, self.chunk_buckets)
+        c = min(c, self.max_seq_len - max(int(starts[i]) + done_tokens for i in active))
+        ba = _pow2(len(active))
+        chunk = np.zeros((ba, c), np.int32)
+        last_idx = np.full((ba,), -1, np.int32)
+        cstart = np.zeros((ba,), np.int32)
+        slots_a = np.zeros((ba,), np.int32)
+        for r, i in enumerate(active):
+          piece = new[i][done_tokens:done_tokens + c]
+          chunk[r, :len(piece)] = piece
+          cstart[r] = starts[i] + done_tokens
+          slots_a[r] = slots[i]
+          if done_tokens <= len(new[i]) - 1 < done_tokens + c:
+            last_idx[r] = len(new[i]) - 1 - done_tokens
+        idx = jnp.asarray(np.array(active + [active[0]] * (ba - len(active)), np.int32))
+        self._cache, h = self._prefill_fn(self._params, self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
+                                          jnp.asarray(cstart), jnp.asarray(last_idx), last_h[idx],
+                                          length=self._length_bucket(int(cstart.max()) + c))
+        last_h = last_h.at[idx[:len(active)]].set(h[:len(active)])
+        done_tokens += c
     slots_j = jnp.asarray(slots)
-    while done_tokens < longest:
-      c = _bucket(longest - done_tokens, self.chunk_buckets)
-      chunk = np.zeros((bb, c), np.int32)
-      last_idx = np.full((bb,), -1, np.int32)
-      for i, x in enumerate(new):
-        piece = x[done_tokens:done_tokens + c]
-        chunk[i, :len(piece)] = piece
-        if done_tokens <= len(x) - 1 < done_tokens + c:
-          last_idx[i] = len(x) - 1 - done_tokens
-      cstart = starts + np.int32(done_tokens)
-      cstart[n:] = 0
-      if int(cstart.max()) + c > self.max_seq_len:
-        # keep dynamic_update_slice in range: shrink the chunk bucket for the tail
-        c_fit = self.max_seq_len - int(cstart.max())
-        chunk = chunk[:, :c_fit]
-        last_idx = np.where(last_idx >= c_fit, -1, last_idx)
-        c = c_fit
-      self._cache, last_h = self._prefill_fn(self._params, self._cache, slots_j, jnp.asarray(chunk),
-                                             jnp.asarray(cstart), jnp.asarray(last_idx), last_h,
-                                             length=self._length_bucket(int(cstart.max()) + c))
-      done_tokens += c
     # 2. decode
     lengths = np.array([len(p) for p in prompts] + [1] * (bb - n), np.int32)
     room = self.max_seq_len - lengths
