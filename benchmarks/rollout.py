@@ -76,21 +76,25 @@ GREEDY_CHECK_TOKENS = 16
 # -- checkpoint ----------------------------------------------------------------------------------------------
 
 def _pull_eos(model, eos: int, alpha: float, seed: int = 0) -> None:
+  """Makes EOS likely right after 64 random tokens: the layers' residual writes are scaled by 0.1 (so the
+  final hidden state still carries the current token's embedding, as the 2-layer tiny model's does at
+  init) and the EOS row is moved towards those tokens' rows."""
   import jax.numpy as jnp
   import numpy as np
 
+  model.o_lnhd[...] = model.o_lnhd[...] * 0.1
+  model.down_lfd[...] = model.down_lfd[...] * 0.1
   emb = np.asarray(model.embed_vd[...]).copy()
   pull = np.random.default_rng(seed).choice(np.arange(3, emb.shape[0]), 64, replace=False)
   emb[eos] += alpha * emb[pull].sum(0)
   model.embed_vd[...] = jnp.asarray(emb)
 
 
-def _mean_reply_length(model, tok, max_tokens: int) -> float:
+def _mean_reply_length(engine, tok, max_tokens: int) -> float:
   """Mean sampled reply length (tokens, EOS included) over 32 chat prompts of the workload."""
   from codjax.envs import make
   from codjax.models.tokenizer import encode_chat
   from codjax.rollout.base import SamplingParams
-  from codjax.rollout.jax_engine import JaxEngine
 
   fam = make(ENV)
   prompts = []
@@ -98,8 +102,7 @@ def _mean_reply_length(model, tok, max_tokens: int) -> float:
     sys_prompt, obs = fam.sample_pack(1000 + k, 1, task_seeds=[k])[0].reset()
     prompts.append(encode_chat(tok, [{"role": "system", "content": sys_prompt}, {"role": "user", "content": obs}],
                                add_generation_prompt=True))
-  eng = JaxEngine(model, max_slots=32, max_seq_len=MAX_SEQ)
-  outs = eng.generate(prompts, SamplingParams(temperature=TEMPERATURE, max_tokens=max_tokens,
+  outs = engine.generate(prompts, SamplingParams(temperature=TEMPERATURE, max_tokens=max_tokens,
                                               stop_token_ids=(tok.eos_token_id,), seed=1))
   return sum(len(o.token_ids) for o in outs) / len(outs)
 
@@ -114,6 +117,7 @@ def build_checkpoint(name: str, out_dir: str, max_tokens: int) -> str:
   from codjax.envs.experts import make_policy
   from codjax.models import init_model, preset, save_pretrained
   from codjax.models.tokenizer import build_bpe_tokenizer
+  from codjax.rollout.jax_engine import JaxEngine
 
   arch = dict(CONFIGS[name])
   vocab = arch.pop("vocab")
@@ -123,11 +127,15 @@ def build_checkpoint(name: str, out_dir: str, max_tokens: int) -> str:
   cfg = preset("tiny", vocab_size=-(-len(tok) // 64) * 64, eos_token_id=tok.eos_token_id, bos_token_id=None,
                max_position_embeddings=4096, **arch)
   lo, hi = 0.0, 4.0  # bisect the EOS pull so the mean reply is ~half of max_tokens
+  engine = None
   for _ in range(6):
     alpha = (lo + hi) / 2
     model = init_model(cfg, 0)
     _pull_eos(model, tok.eos_token_id, alpha)
-    mean = _mean_reply_length(model, tok, max_tokens)
+    if engine is None:
+      engine = JaxEngine(model, max_slots=32, max_seq_len=MAX_SEQ)
+    engine.update_weights(model)
+    mean = _mean_reply_length(engine, tok, max_tokens)
     print(f"[ckpt {name}] eos pull {alpha:.3f}: mean reply {mean:.1f} / {max_tokens} tokens", flush=True)
     if abs(mean - max_tokens / 2) < max_tokens / 8:
       break
@@ -306,7 +314,7 @@ def run_vllm(path: str) -> dict:
 
 # -- main ------------------------------------------------------------------------------------------------------
 
-def bench_config(name: str, ckpt_dir: str, threads: int) -> list[list]:
+def bench_config(name: str, ckpt_dir: str) -> list[list]:
   from codjax.models import from_pretrained
   from codjax.models.tokenizer import load_tokenizer
   from codjax.rollout.jax_engine import JaxEngine
@@ -322,7 +330,6 @@ def bench_config(name: str, ckpt_dir: str, threads: int) -> list[list]:
     eng = JaxEngine(model, max_slots=slots, max_seq_len=MAX_SEQ, seed=SEED)
     runners["jax_reprefill"], stats_of["jax_reprefill"] = NoSessions(eng), eng
   if "hf" in _ENGINES.value:
-    set_torch_threads(threads)
     runners["hf"] = stats_of["hf"] = HFEngine(path)
   greedy = {k: greedy_tokens(e, tok) for k, e in runners.items()}
   before = {k: dict(e.stats) for k, e in stats_of.items()}
@@ -366,12 +373,13 @@ def main(argv):
   for e in _ENGINES.value:
     if e not in ENGINES:
       raise ValueError(f"unknown engine {e!r}; known: {ENGINES}")
+  set_torch_threads(threads)  # before torch runs anything (it cannot be changed afterwards)
   ckpt_dir = _CKPT_DIR.value or tempfile.mkdtemp(prefix="codjax_rollout_bench_")
   print(f"{ENV} CoD packs: {_PACKS.value} packs x G={_REPEATS.value} x S={_PACK_SIZE.value}, max_tokens "
         f"{_MAX_TOKENS.value}, T={TEMPERATURE}, {threads} threads, {_ROUNDS.value} rounds", flush=True)
   rows = []
   for name in _CONFIGS.value:
-    rows += bench_config(name, ckpt_dir, threads)
+    rows += bench_config(name, ckpt_dir)
     print_table(HEADER, rows)
     sys.stdout.flush()
 

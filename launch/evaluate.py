@@ -19,6 +19,8 @@ available (``--tokenizer``, else ``model.path``) their conversations are tokeniz
 
   python launch/evaluate.py --config=experiments/eval_frozenlake_hard.py --config.model.path=CKPT --out=DIR
   python launch/evaluate.py --config=experiments/tiny_cod_frozenlake.py --engine=expert --out=DIR
+  python launch/evaluate.py --config=experiments/tiny_cod_frozenlake.py --engine=expert --expert_random_frac=0.2 \
+      --out=DIR   # the SFT teacher of sft.expert_random_frac=0.2
   python launch/evaluate.py --config=experiments/eval_terminal.py --engine=openai \\
       --base_url=http://localhost:8000/v1 --model_name=Qwen/Qwen3-8B --out=DIR
 
@@ -48,6 +50,8 @@ _BASE_URL = flags.DEFINE_string("base_url", "", "openai: server URL including th
 _MODEL_NAME = flags.DEFINE_string("model_name", "", "openai: the served model's name")
 _CONCURRENCY = flags.DEFINE_integer("concurrency", 32, "openai: requests in flight")
 _TIMEOUT = flags.DEFINE_float("timeout_s", 600.0, "openai: seconds per request attempt")
+_RANDOM_FRAC = flags.DEFINE_float("expert_random_frac", 0.0, "expert: answer this fraction of solve turns with "
+                                  "the random policy (the SFT teacher of sft.expert_random_frac)")
 _TOKENIZER = flags.DEFINE_string("tokenizer", "", "text policies: tokenizer directory for token counts "
                                  "(default: model.path when it holds one)")
 
@@ -57,7 +61,7 @@ def sampling_params(cfg):
   from codjax.rollout.base import SamplingParams
 
   r = cfg.rollout
-  return SamplingParams(temperature=float(cfg.eval.temperature), top_p=float(r.top_p), top_k=int(r.top_k),
+  return SamplingParams(temperature=float(cfg.eval.temperature), top_p=float(cfg.eval.top_p), top_k=int(r.top_k),
                         max_tokens=int(r.max_response_tokens))
 
 
@@ -144,7 +148,12 @@ class _TextPolicies:
     if self.server is not None:
       inner = self.server_backend
     else:
-      inner = PolicyBackend(make_policy(spec.name, self.kind), seed=int(self.cfg.seed))
+      policy = make_policy(spec.name, self.kind)
+      if self.kind == "expert" and _RANDOM_FRAC.value > 0:
+        from codjax.envs.experts import MixedPolicy
+
+        policy = MixedPolicy(policy, make_policy(spec.name, "random"), float(_RANDOM_FRAC.value))
+      inner = PolicyBackend(policy, seed=int(self.cfg.seed))
     if self.tok is None:
       return inner
     return TokenizingBackend(inner, self.tok, max_prompt_tokens=UNBOUNDED)  # counted, never cut

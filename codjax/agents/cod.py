@@ -171,7 +171,9 @@ class CodWorkflow(Workflow):
     driver = self._driver
     solve_ep = driver.episode
     env = self.envs[i]
-    trajectory = env.render_trajectory(driver.env_system_prompt, driver.turns)
+    # the compact protocol leaves the task's system prompt out of the rendered trajectory (fewer tokens)
+    sys_text = "" if self.settings.protocol == "compact" else driver.env_system_prompt
+    trajectory = env.render_trajectory(sys_text, driver.turns)
     feedback = env.final_feedback() or solve_ep.feedback or f"Reward: {solve_ep.reward} (max: 1.0)"
     reward = solve_ep.reward if env.show_reward_in_update else None
     ep = Episode(kind="update", position=i, pack_id=self.pack.pack_id, repeat_id=self.repeat_id,
@@ -180,7 +182,7 @@ class CodWorkflow(Workflow):
                                                                self.settings.protocol))
     ep.add_message("user", cod_protocol.update_user_prompt(
         self._hint or cod_protocol.INITIAL_HINT, trajectory, reward, feedback,
-        reminder=self.pack.family.update_protocol_reminder()))
+        reminder=self.pack.family.update_protocol_reminder(), style=self.settings.protocol))
     ep.info["trajectory_text"] = trajectory
     self.update_episodes.append(ep)
     self._update_ep = ep

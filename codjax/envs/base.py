@@ -69,11 +69,12 @@ class TaskEnv(abc.ABC):
     """Renders the finished episode for the update-context prompt (cod_reference.md section 1.5).
 
     ``"System:\\n" + system prompt`` (hint and length-limit sections removed), then one
-    ``"Step k:\\nObservation: ...\\nAction: ..."`` block per turn, joined by blank lines. Environments with
+    ``"Step k:\\nObservation: ...\\nAction: ..."`` block per turn, joined by blank lines. An empty
+    ``system_prompt`` (the compact protocol) leaves the System block out. Environments with
     their own rendering (GridNavigation, OptimalControl, PDE) override this.
     """
     sys_text = system_prompt.split(HINT_SECTION_MARKER)[0].split(LENGTH_SECTION_MARKER)[0]
-    blocks = ["System:\n" + sys_text]
+    blocks = ["System:\n" + sys_text] if sys_text else []  # "" (compact protocol): no System block
     for k, turn in enumerate(turns, start=1):
       obs = turn.observation.split("\n\nHere are some reference examples:\n\n")[0]
       blocks.append(f"Step {k}:\nObservation: {obs}\nAction: {turn.action}")

@@ -73,15 +73,19 @@ def update_system_prompt(response_limit: int | None = None, style: str = "full")
 
 
 def update_user_prompt(prev_hint: str | None, trajectory: str, reward: float | None, feedback: str,
-                       reminder: str = "") -> str:
-  """User prompt of the update-context episode (sec. 1.6). ``reward=None`` omits the reward line (PDE)."""
+                       reminder: str = "", style: str = "full") -> str:
+  """User prompt of the update-context episode (sec. 1.6). ``reward=None`` omits the reward line (PDE).
+  ``style="compact"`` ends with the job header alone (the compact system prompt states the job)."""
   prev = prev_hint if prev_hint else "(No previous hint available)"
   parts = [f"{PREV_HINTS_HEADER}\n\n{prev}\n\n", f"\n{TRAJECTORY_HEADER}\n\n{trajectory}\n\n"]
   if reward is not None:
     parts.append(f"Reward: {reward:.3f}\n\n")
   parts.append(f"Environment feedback: {feedback}\n\n")
-  parts.append(f"{JOB_HEADER}\n\nNow think it through and return your updated hints, following the "
-               "requirements of the system prompt.")
+  if style == "compact":
+    parts.append(JOB_HEADER)
+  else:
+    parts.append(f"{JOB_HEADER}\n\nNow think it through and return your updated hints, following the "
+                 "requirements of the system prompt.")
   if reminder:
     parts.append("\n\n" + reminder)
   return "".join(parts)

@@ -27,7 +27,8 @@ Presets (``make("frozenlake_obscure", preset=..., **overrides)``):
   [0.8, 0.9] (few holes), env_max_steps 4, and a per-task budget of ``shortest path + budget_slack`` (slack 1):
   with a known mapping the task is a short walk, while probing an unknown direction at position 0 usually costs
   the episode. Text is compact (``text_style="compact"``: a short system prompt, the map shown once in the
-  first observation as space-separated cells, later turns only ``D2: moved down to (1,0)``) and the move
+  first observation as space-separated cells with the player's and the goal's cells, later turns only
+  ``D2: moved down to (1,0)`` and the goal again) and the move
   feedback is relative (``feedback_style="relative"``), which also prefixes the final feedback with the last
   move, so the update episode sees every transition. Same information, far fewer tokens.
 
@@ -63,6 +64,7 @@ PARSE_ERROR_FEEDBACK = ("Invalid format: could not parse action. Expected format
                         "<answer>Direction X</answer>, where X is 1, 2, 3, or 4. Game over.")
 _ACTION_RE = re.compile(r"[Dd]irection\s+(\d+)")
 _HINT_PAIR_RE = re.compile(r"\b([1-4])\s*=\s*(up|down|left|right)\b", re.IGNORECASE)
+_HINT_SLOT_RE = re.compile(r"\b(up|down|left|right)\s*=\s*([1-4])\b", re.IGNORECASE)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "train": dict(min_size=4, max_size=5, min_p=0.6, max_p=0.7, env_max_steps=6, agent_max_steps=8),
@@ -337,8 +339,10 @@ class FrozenLakeTask(TaskEnv):
     goal = _pos_text(self.inst.goal, self._compact)
     if self._compact:
       if self._steps == 0:
-        return f"{step}\nMap:\n{render_map(self.inst.rows, self._pos, True)}\nGoal at {goal}."
-      return f"{step}\n{self._feedback_line}"
+        # the player's cell is stated as well as drawn: a tiny model need not count rows and columns
+        return (f"{step}\nMap:\n{render_map(self.inst.rows, self._pos, True)}\n"
+                f"You at {_pos_text(self._pos, True)}. Goal at {goal}.")
+      return f"{step}\n{self._feedback_line}\nGoal at {goal}."  # goal restated: each decision is local
     parts = [step]
     if self._feedback_line:
       parts.append(self._feedback_line)
@@ -421,14 +425,16 @@ class FrozenLakeFamily(EnvFamily):
     return dict(DEFAULT_MAPPING)
 
   def score_hint(self, pack_seed: int, hint: str) -> float | None:
-    """Fraction of the ``k=Direction`` pairs in the hint that match the pack's hidden mapping (per_pack)."""
+    """Fraction of the ``k=Direction`` (or ``Direction=k``) pairs in the hint that match the pack's hidden
+    mapping (per_pack); None when the hint states no pair."""
     if self.cfg.mapping_mode != "per_pack":
       return None
-    pairs = _HINT_PAIR_RE.findall(hint)
+    pairs = [(int(k), d) for k, d in _HINT_PAIR_RE.findall(hint)]
+    pairs += [(int(k), d) for d, k in _HINT_SLOT_RE.findall(hint)]
     if not pairs:
       return None
     truth = mapping_from_seed(pack_seed)
-    return sum(truth.get(int(k)) == d.capitalize() for k, d in pairs) / len(pairs)
+    return sum(truth.get(k) == d.capitalize() for k, d in pairs) / len(pairs)
 
   def sample_pack(self, pack_seed: int, num_tasks: int, task_seeds: Sequence[int] | None = None) -> list[TaskEnv]:
     pack_seed, seeds = pack_args(pack_seed, num_tasks, task_seeds)

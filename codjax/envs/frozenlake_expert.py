@@ -12,9 +12,21 @@ uniform prior over the consistent permutations, outcomes merged by the cell they
 distance (too far: 0) and by the known-direction BFS (a known shortest path: its value). Ties go to actions
 without hole risk that reveal more, then to ``tie_break`` ("random" via the caller's rng, or "first").
 
-Text is short and regular (SFT targets): ``know 1=Up 3=Left; go Up`` or ``know none; try 2`` then
-``<answer>Direction k</answer>``; update episodes answer ``know 1=Up 3=Left`` and a one-bullet hint block
-``- mapping: 1=Up 3=Left`` (``- mapping: unknown`` when nothing is definite).
+Text is short and regular (SFT targets), in one of two scratchpad styles (``know_style``):
+
+* ``pairs`` (the reference-sized texts): ``know 1=Up 3=Left; go Up`` or ``know none; try 2`` then
+  ``<answer>Direction k</answer>``; update episodes answer ``know 1=Up 3=Left`` and a one-bullet hint block
+  ``- mapping: 1=Up 3=Left`` (``- mapping: unknown`` when nothing is definite).
+* ``slots`` (compact texts, for tiny models trained from scratch): four fixed slots in the order Up, Down,
+  Left, Right, ``know Up=3 Down=? Left=? Right=4; go Right=4`` or ``...; try 2``, and the hint
+  ``- mapping: Up=3 Down=? Left=? Right=4``. Same knowledge, but every step of it is a copy a small
+  transformer learns quickly: the scratchpad changes one slot per observed move, the hint is the last scratchpad,
+  and ``go Right=4`` repeats the slot the answer digit comes from.
+
+``pairs`` is the default; ``auto`` picks ``slots`` for the compact text layout (observations with
+``Goal at (r,c).``, the tiny preset) and ``pairs`` otherwise. Hints in either order (``3=Up`` or ``Up=3``) are
+read. (Measured on the tiny demo: a 0.6M-parameter model trained 2,000-2,200 SFT steps on ``slots`` transcripts
+stayed at chance hint accuracy, while ``pairs`` transcripts reached 0.43-0.56 in 2,500 steps.)
 """
 
 from __future__ import annotations
@@ -43,6 +55,8 @@ _STAYED_RE = re.compile(r"stayed at " + _POS)
 _STEP_RE = re.compile(r"Step (\d+)/(\d+)")
 _HINT_RE = re.compile(r"(?:direction\s*)?\b([1-4])\s*(?:=|:|->|→|is|maps to|corresponds to)\s*(up|down|left|right)\b",
                       re.IGNORECASE)
+_SLOT_RE = re.compile(r"\b(up|down|left|right)\s*=\s*([1-4])\b", re.IGNORECASE)  # slot style: Up=3
+_COMPACT_OBS_RE = re.compile(r"Goal at \(\d+,\d+\)\.")
 
 
 @dataclasses.dataclass
@@ -177,10 +191,16 @@ def mask_from_moves(moves: Sequence[Move]) -> int:
   return mask
 
 
+def hint_pairs(hint: str) -> list[tuple[int, str]]:
+  """(k, direction) pairs stated in a hint, in either order (``3=Up``, ``Direction 3 is up``, ``Up=3``)."""
+  pairs = [(int(k), d.capitalize()) for k, d in _HINT_RE.findall(hint or "")]
+  return pairs + [(int(k), d.capitalize()) for d, k in _SLOT_RE.findall(hint or "")]
+
+
 def mask_from_hint(hint: str) -> int:
   mask = _FULL_MASK
-  for k, d in _HINT_RE.findall(hint or ""):
-    mask &= _DIR_MASK[int(k) - 1][d.capitalize()]
+  for k, d in hint_pairs(hint):
+    mask &= _DIR_MASK[k - 1][d]
   return mask
 
 
@@ -202,9 +222,19 @@ def known_directions(mask: int) -> dict[int, str]:
   return out
 
 
-def know_text(mask: int) -> str:
+def know_text(mask: int, style: str = "pairs") -> str:
   known = known_directions(mask)
+  if style == "slots":
+    by_dir = {d: k for k, d in known.items()}
+    return " ".join(f"{d}={by_dir.get(d, '?')}" for d in _DIRS)
   return " ".join(f"{k}={d}" for k, d in sorted(known.items())) or "none"
+
+
+def _style(know_style: str, messages: list[dict[str, str]]) -> str:
+  if know_style != "auto":
+    return know_style
+  compact = any(m.get("role") == "user" and _COMPACT_OBS_RE.search(m.get("content", "")) for m in messages)
+  return "slots" if compact else "pairs"
 
 
 # --------------------------------------------------------------------------------------------- planner
@@ -334,10 +364,13 @@ def split_trajectory(trajectory: str) -> tuple[list[str], list[str]]:
 class FrozenLakeExpert(TextPolicy):
   """Careful FrozenLake-Obscure agent (module docstring)."""
 
-  def __init__(self, tie_break: str = "random", length_penalty_coef: float = 0.1):
+  def __init__(self, tie_break: str = "random", length_penalty_coef: float = 0.1, know_style: str = "pairs"):
     if tie_break not in ("random", "first"):
       raise ValueError(f"tie_break must be 'random' or 'first', got {tie_break!r}")
+    if know_style not in ("auto", "pairs", "slots"):
+      raise ValueError(f"know_style must be 'auto', 'pairs' or 'slots', got {know_style!r}")
     self.tie_break = tie_break
+    self.know_style = know_style
     self.coef = length_penalty_coef
 
   def respond(self, messages: list[dict[str, str]], rng: random.Random) -> str:
@@ -361,8 +394,11 @@ class FrozenLakeExpert(TextPolicy):
     planner = Planner(ep.rows, ep.goal, ep.budget, self.coef)
     k = planner.choose(ep.position, step - 1, mask, rng if self.tie_break == "random" else None)
     known = known_directions(mask)
-    plan = f"go {known[k]}" if k in known else f"try {k}"
-    return f"know {know_text(mask)}; {plan}\n<answer>Direction {k}</answer>"
+    style = _style(self.know_style, messages)
+    plan = f"try {k}"
+    if k in known:
+      plan = f"go {known[k]}={k}" if style == "slots" else f"go {known[k]}"
+    return f"know {know_text(mask, style)}; {plan}\n<answer>Direction {k}</answer>"
 
   def _update(self, messages: list[dict[str, str]]) -> str:
     user = next(m["content"] for m in messages if m.get("role") == "user"
@@ -372,7 +408,7 @@ class FrozenLakeExpert(TextPolicy):
     ep = parse_episode(obs, acts, parsed.feedback)
     obs_mask = mask_from_moves(ep.moves) if ep is not None else _FULL_MASK
     mask = combine(mask_from_hint(parsed.prev_hint), obs_mask)
-    text = know_text(mask)
+    text = know_text(mask, _style(self.know_style, messages))
     mapping = "unknown" if text == "none" else text
     return proto.format_hint_block([f"mapping: {mapping}"], reasoning=f"know {text}")
 

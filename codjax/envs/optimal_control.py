@@ -271,7 +271,8 @@ class ControlTaskEnv(TaskEnv):
     task = turns[0].observation if turns else ""
     response = turns[0].action if turns else ""
     expr, _ = parse_submission(response)
-    return (f"System:\n{sys_text}\n\nTask:\n{task}\n\nSubmitted action expression:\n"
+    head = f"System:\n{sys_text}\n\n" if sys_text else ""  # "" (compact protocol): no System block
+    return (f"{head}Task:\n{task}\n\nSubmitted action expression:\n"
             f"{expr if expr is not None else response}")
 
 

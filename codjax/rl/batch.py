@@ -36,7 +36,7 @@ def _row_bucket(n: int, multiple: int) -> int:
   return b * multiple
 
 
-def length_bucket(n: int, max_len: int, step: int = 128) -> int:
+def length_bucket(n: int, max_len: int, step: int = 64) -> int:
   """Row length for a longest sequence of ``n`` tokens: the next multiple of ``step`` (<= max_len)."""
   return int(min(max_len, max(step, -(-n // step) * step)))
 

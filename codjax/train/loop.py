@@ -82,7 +82,7 @@ def ensure_model_dir(cfg) -> str:
                              int(cfg.data.pack_size), env_name=spec.name, seed=cfg.seed)
       for t in trajs:
         for ep in t.episodes():
-          corpus += [m["content"] for m in ep.messages]
+          corpus += [f"{m['role']}\n{m['content']}" for m in ep.messages]  # role names as in the template
     tiny = dict(cfg.model.tiny)
     tiny.pop("corpus_packs")
     vocab = tiny.pop("vocab_size")

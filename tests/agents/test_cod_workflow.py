@@ -243,7 +243,7 @@ class Counting(Scripted):
 def test_solve_length_penalty(fl, expert):
   S = 4
   packs = fl_packs(fl, 6, S, base=9)
-  zero, full, coef = 20, 60, 0.2
+  zero, full, coef = 50, 90, 0.2
   settings = CodSettings(len_zero_penalty=zero, len_full_penalty=full, length_penalty_coef=coef)
   pen = run_cod(Counting(expert), packs, 1, settings)
   plain = run_cod(Counting(expert), packs, 1, CodSettings())
@@ -475,3 +475,22 @@ def test_run_text_packs_matches_run_cod(fl, expert):
   assert [[e.messages for e in t.episodes()] for t in a] == [[e.messages for e in t.episodes()] for t in b]
   with pytest.raises(ValueError, match="task seeds"):
     run_text_packs(expert, fl, [1], S, task_seeds=[[1, 2]])
+
+
+def test_compact_update_prompt_omits_system_block_and_job_text(fl, expert):
+  """Compact protocol: the update trajectory starts at Step 1 (no task system prompt) and the user prompt ends
+  at the job header; the full protocol keeps both. The expert still parses either form."""
+  packs = fl_packs(fl, 1, 3, base=11)
+  for protocol in ("full", "compact"):
+    t = run_cod(Scripted(expert), packs, 1, CodSettings(protocol=protocol))[0]
+    for u in t.update_episodes:
+      traj = u.info["trajectory_text"]
+      user = u.messages[1]["content"]
+      if protocol == "compact":
+        assert traj.startswith("Step 1:\nObservation: ") and "System:" not in traj
+        assert user.endswith(cp.JOB_HEADER)
+      else:
+        assert traj.startswith("System:\n")
+        assert user.endswith("requirements of the system prompt.")
+      assert user_prompt(u).trajectory == traj.strip()
+    assert all(t.hint_parse_ok)

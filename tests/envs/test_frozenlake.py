@@ -2,6 +2,7 @@
 
 import collections
 import random
+import re
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from codjax.envs.experts import make_policy
 from codjax.envs.frozenlake import (ALL_PERMUTATIONS, DELTAS, HOLE_FEEDBACK, PARSE_ERROR_FEEDBACK, SUCCESS_FEEDBACK,
                                     FrozenLakeTask, TaskInstance, build_config, generate_map, mapping_from_seed,
                                     shortest_path_length)
-from codjax.envs.frozenlake_expert import FrozenLakeExpert, Planner
+from codjax.envs.frozenlake_expert import FrozenLakeExpert, Planner, hint_pairs
 
 
 def _answer(k):
@@ -141,9 +142,9 @@ def test_relative_and_compact_text():
   task = _task(["SFG", "FHF", "FFF"], feedback_style="relative", text_style="compact")
   system, obs = task.reset()
   assert len(system) < 700 and "<answer>Direction X</answer>" in system
-  assert obs == "Step 1/8\nMap:\nP _ G\n_ O _\n_ _ _\nGoal at (0,2)."
-  assert task.step(_answer(3)).observation == "Step 2/8\nD3: blocked, stayed at (0,0)"
-  assert task.step(_answer(1)).observation == "Step 3/8\nD1: moved down to (1,0)"
+  assert obs == "Step 1/8\nMap:\nP _ G\n_ O _\n_ _ _\nYou at (0,0). Goal at (0,2)."
+  assert task.step(_answer(3)).observation == "Step 2/8\nD3: blocked, stayed at (0,0)\nGoal at (0,2)."
+  assert task.step(_answer(1)).observation == "Step 3/8\nD1: moved down to (1,0)\nGoal at (0,2)."
   r = task.step(_answer(3))
   assert r.info["feedback"] == "D3: moved up to (0,0)"
   task.step(_answer(2))
@@ -203,8 +204,8 @@ def test_expert_uses_hint_and_beats_random():
   task = _task(["SFF", "FHF", "FFG"], mapping=mapping)
   system, obs = task.reset()
   system = proto.augment_system_prompt(system, "Hints: - mapping: 1=Left 2=Up 3=Right 4=Down")
-  reply = FrozenLakeExpert().respond([{"role": "system", "content": system}, {"role": "user", "content": obs}],
-                                     random.Random(0))
+  messages = [{"role": "system", "content": system}, {"role": "user", "content": obs}]
+  reply = FrozenLakeExpert().respond(messages, random.Random(0))
   assert reply.startswith("know 1=Left 2=Up 3=Right 4=Down; go ") and reply.endswith("</answer>")
   assert proto.extract_answer(reply) in ("Direction 3", "Direction 4")
   fam = make("frozenlake_obscure", preset="train")
@@ -221,15 +222,20 @@ def test_expert_uses_hint_and_beats_random():
 def test_expert_hints_are_correct_in_every_wording(feedback_style, text_style):
   fam = make("frozenlake_obscure", preset="train", feedback_style=feedback_style, text_style=text_style)
   seeds = [derive_seed(31, k) for k in range(15)]
-  trajs = run_text_packs(make_policy("frozenlake_obscure"), fam, seeds, 4)
+  trajs = run_text_packs(make_policy("frozenlake_obscure", know_style="auto"), fam, seeds, 4)
   n_pairs = 0
   for ps, t in zip(seeds, trajs):
     truth = fam.mapping_for(ps, 0)
     for hint in t.hints[1:]:
       assert proto.parse_hint(proto.format_hint_block([hint[len("Hints: - "):]])) is not None
-      pairs = [(int(k), d) for k, d in (p.split("=") for p in hint.split("mapping: ")[1].split() if "=" in p)]
+      mapping = hint.split("mapping: ")[1]
+      if text_style == "compact":  # slot scratchpad: all four directions in a fixed order, "?" when unknown
+        assert re.fullmatch(r"Up=[1-4?] Down=[1-4?] Left=[1-4?] Right=[1-4?]", mapping), mapping
+      pairs = hint_pairs(hint)
+      assert len(pairs) == mapping.count("=") - mapping.count("=?") or mapping == "unknown"
       n_pairs += len(pairs)
       assert all(truth[k] == d for k, d in pairs)
+      assert fam.score_hint(ps, hint) in (None, 1.0)
   assert n_pairs > 60
 
 
@@ -246,3 +252,24 @@ def test_expert_drops_contradicted_hint():
 
 def test_move_deltas_consistent():
   assert {d: DELTAS[d] for d in ("Up", "Down")} == {"Up": (-1, 0), "Down": (1, 0)}
+
+
+def test_slot_scratchpad_on_compact_text_and_both_hint_orders():
+  """Compact text gets the fixed-slot scratchpad (``go Right=4`` names the slot the answer digit comes from);
+  a slot-style hint is read by the expert and scored like the pair style."""
+  task = _task(["SFG", "FFF", "FFF"], mapping={1: "Down", 2: "Right", 3: "Up", 4: "Left"}, text_style="compact",
+               feedback_style="relative")
+  system, obs = task.reset()
+  system = proto.augment_system_prompt(system, "Hints: - mapping: Up=3 Down=1 Left=? Right=2", style="compact")
+  messages = [{"role": "system", "content": system}, {"role": "user", "content": obs}]
+  assert FrozenLakeExpert().respond(messages, random.Random(0)).startswith("know 1=Down 2=Right 3=Up 4=Left; go Right")
+  reply = FrozenLakeExpert(know_style="auto").respond(messages, random.Random(0))
+  assert reply == "know Up=3 Down=1 Left=4 Right=2; go Right=2\n<answer>Direction 2</answer>"
+  assert hint_pairs("Up=3 Down=? 4=Left") == [(4, "Left"), (3, "Up")]
+  fam = make("frozenlake_obscure", preset="tiny")
+  truth = fam.mapping_for(7, 0)
+  slots = " ".join(f"{d}={k}" for k, d in sorted(truth.items()))
+  assert fam.score_hint(7, f"Hints: - mapping: {slots}") == 1.0
+  wrong = {d: k % 4 + 1 for k, d in truth.items()}
+  assert fam.score_hint(7, "Hints: - mapping: " + " ".join(f"{d}={k}" for d, k in wrong.items())) == 0.0
+  assert fam.score_hint(7, "Hints: - mapping: Up=? Down=?") is None

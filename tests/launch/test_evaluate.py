@@ -72,6 +72,17 @@ def test_expert_matches_the_trainers_eval_packs(tmp_path, tiny_ckpt):
   assert r["generated_tokens"] > 0 and r["truncated_episodes"] == 0
 
 
+def test_expert_random_frac_evaluates_the_sft_teacher(tmp_path):
+  """``--expert_random_frac`` runs sft.expert_random_frac's teacher: the same packs, worse than the expert."""
+  n, size = 40, 4
+  run_evaluate(tmp_path / "e", "--engine=expert", f"--config.eval.num_packs={n}", f"--config.eval.pack_size={size}")
+  run_evaluate(tmp_path / "m", "--engine=expert", "--expert_random_frac=0.5", f"--config.eval.num_packs={n}",
+               f"--config.eval.pack_size={size}")
+  e, m = load(tmp_path / "e")["results"]["frozenlake"], load(tmp_path / "m")["results"]["frozenlake"]
+  assert sum(m["reward_mean"]) < sum(e["reward_mean"]) - 0.3
+  assert m["hint_parse_rate"] == 1.0  # update episodes stay the expert's
+
+
 def test_jax_engine_on_the_tiny_checkpoint(tmp_path, tiny_ckpt):
   n, size = 3, 2
   proc = run_evaluate(tmp_path, "--engine=jax", f"--config.model.path={tiny_ckpt}", "--config.model.make_tiny=False",
