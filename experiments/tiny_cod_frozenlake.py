@@ -1,9 +1,11 @@
 """Tiny CPU CoD experiment (the README's main job): tiny Qwen3 -> SFT warm start -> CoD RL -> final eval.
 
-Everything runs on 2 CPU cores in about 30 minutes. The environment is FrozenLake-Obscure's ``tiny`` preset
-(codjax/envs/frozenlake.py: 3-4 side maps with few holes, a step budget of shortest path + 1, relative move
-feedback, compact text), because a randomly initialized 1-2M-parameter model cannot learn the paper's train
-preset on CPU in minutes (shared/spec/tiny_demo_notes.md). The CoD protocol is the reference's with the
+Everything runs on 2 CPU cores in about 24 minutes (measured 2026-12-01; README "What the main job shows
+today": the SFT model learns the protocol but not yet the CoD effect, and this RL phase lowered the reward).
+The environment is FrozenLake-Obscure's ``tiny`` preset (codjax/envs/frozenlake.py: 3-4 side maps with few
+holes, a step budget of shortest path + 1, relative move feedback, compact text), because a randomly
+initialized 1-2M-parameter model cannot learn the paper's train preset on CPU in minutes
+(shared/spec/tiny_demo_notes.md). The CoD protocol is the reference's with the
 compact prompt wording (same markers). Paper-faithful values are cited; demo-specific ones say why.
 """
 
