@@ -13,13 +13,11 @@ swapped.
       --config.model.path=runs/orbit_qwen3_8b/hf/step_100 --out=DIR
 """
 
-import importlib.util
 import os
+
+from codjax.train.config import load_experiment
 
 
 def get_config():
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "eval_orbit_maze.py")
-  spec = importlib.util.spec_from_file_location("eval_orbit_maze", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config(game="mastermind")
+  maze = load_experiment(os.path.join(os.path.dirname(os.path.abspath(__file__)), "eval_orbit_maze.py"))
+  return maze.get_config(game="mastermind")

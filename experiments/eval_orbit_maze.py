@@ -13,18 +13,13 @@ the oracle itself) and writes DIR/eval.json.
       --config.model.path=runs/orbit_qwen3_8b/hf/step_100 --out=DIR
 """
 
-import importlib.util
 import os
 
-from codjax.train.config import env_entry
+from codjax.train.config import env_entry, load_experiment
 
 
 def _orbit_config():
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "orbit_qwen3_8b.py")
-  spec = importlib.util.spec_from_file_location("orbit_qwen3_8b", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return load_experiment(os.path.join(os.path.dirname(os.path.abspath(__file__)), "orbit_qwen3_8b.py"))
 
 
 def get_config(game: str = "maze"):
@@ -40,7 +35,7 @@ def get_config(game: str = "maze"):
   c.eval.num_packs = 256  # Table 1: 256 test instances
   c.eval.split = "test"
   c.eval.temperature = 0.6  # Sec. 4.2 (App. E): temperature 0.6 at evaluation
-  c.rollout.top_p = 0.95  # Sec. 4.2 (App. E): top-p 0.95 at evaluation (the trainer's eval uses rollout.top_p)
+  c.eval.top_p = c.rollout.top_p = 0.95  # Sec. 4.2 (App. E): top-p 0.95 at evaluation
   c.eval.at_start = False
   c.eval.at_end = True
   c.eval.every = 0

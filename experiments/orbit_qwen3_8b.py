@@ -84,12 +84,13 @@ def get_config():
   c.train.num_microbatches = 32  # 64 x 4 = 256 trajectories: one 32k row per GPU per microbatch, worst case
   c.total_steps = 100  # Sec. 4.2: 100 optimization steps (script: 10 epochs)
   # Sec. 4.2 / A.5: evaluation on the 256 Maze and 256 Mastermind test instances, T = 3, temperature 0.6 and
-  # top-p 0.95 (the trainer's in-run evaluation takes top-p from rollout.top_p, i.e. 1.0; the final numbers
-  # come from experiments/eval_orbit_{maze,mastermind}.py on the exported checkpoint).
+  # top-p 0.95 (the final numbers come from experiments/eval_orbit_{maze,mastermind}.py on the exported
+  # checkpoint).
   c.eval.envs = {g: env_entry(g, "orbit") for g in TEST_GAMES}
   c.eval.pack_size = T
   c.eval.num_packs = 256
   c.eval.temperature = 0.6
+  c.eval.top_p = 0.95
   c.eval.split = "test"
   c.eval.every = 10  # App. D: validation success count over training
   c.eval.at_start = True  # the base model's curve

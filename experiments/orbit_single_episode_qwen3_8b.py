@@ -12,18 +12,14 @@ adds episodes after fast wins; codjax/agents/orbit.py).
   python launch/train.py --config=experiments/orbit_single_episode_qwen3_8b.py --config.model.path=/path/to/Qwen3-8B
 """
 
-import importlib.util
 import os
 
+from codjax.train.config import load_experiment
 from codjax.train.orbit_workflow import orbit_config
 
 
 def _orbit_config():
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "orbit_qwen3_8b.py")
-  spec = importlib.util.spec_from_file_location("orbit_qwen3_8b", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return load_experiment(os.path.join(os.path.dirname(os.path.abspath(__file__)), "orbit_qwen3_8b.py"))
 
 
 def get_config():

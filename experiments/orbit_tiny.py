@@ -50,7 +50,7 @@ def get_config():
   c.eval.envs = {"mastermind": env_entry("mastermind", "orbit")}  # held out (paper Table 1)
   c.eval.pack_size = 3
   c.eval.num_packs = 8  # demo (paper: 256 instances)
-  c.eval.temperature = 0.6  # paper Sec. 4.2 evaluation setting (top-p: rollout.top_p)
+  c.eval.temperature = 0.6  # paper Sec. 4.2 evaluation setting (top-p: eval.top_p, 1.0 here)
   c.eval.at_start = False
   c.eval.at_end = True
   c.checkpoint.every = 0

@@ -143,16 +143,13 @@ class _TextPolicies:
   def backend_for(self, spec):
     from codjax.agents.episode import PolicyBackend
     from codjax.agents.token_backend import TokenizingBackend
-    from codjax.envs.experts import make_policy
+    from codjax.envs.experts import make_policy, make_teacher
 
     if self.server is not None:
       inner = self.server_backend
     else:
-      policy = make_policy(spec.name, self.kind)
-      if self.kind == "expert" and _RANDOM_FRAC.value > 0:
-        from codjax.envs.experts import MixedPolicy
-
-        policy = MixedPolicy(policy, make_policy(spec.name, "random"), float(_RANDOM_FRAC.value))
+      policy = make_teacher(spec.name, _RANDOM_FRAC.value) if self.kind == "expert" else make_policy(spec.name,
+                                                                                                     self.kind)
       inner = PolicyBackend(policy, seed=int(self.cfg.seed))
     if self.tok is None:
       return inner

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from codjax.agents.episode import Backend, EnvEpisodeDriver, Episode, PolicyBackend, Workflow, run_lockstep
+from codjax.agents.episode import Backend, EnvEpisodeDriver, Episode, PolicyBackend, Workflow, run_repeats
 from codjax.envs import cod_protocol
 from codjax.envs.base import EnvFamily
 
@@ -256,12 +256,8 @@ def run_cod(backend: Backend, packs: Sequence[Pack], repeats: int = 1,
 
   Trajectory ``k * repeats + g`` is repeat g of ``packs[k]``.
   """
-  if repeats < 1:
-    raise ValueError(f"repeats must be >= 1, got {repeats}")
   settings = settings or CodSettings()
-  flows = [CodWorkflow(p, g, settings) for p in packs for g in range(repeats)]
-  run_lockstep(backend, flows)
-  return [f.result() for f in flows]
+  return run_repeats(backend, packs, repeats, lambda p, g: CodWorkflow(p, g, settings))
 
 
 def run_text_packs(policy, family: EnvFamily, pack_seeds: Sequence[int], pack_size: int, *,

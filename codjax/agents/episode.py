@@ -136,6 +136,16 @@ def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int
     ticks += 1
 
 
+def run_repeats(backend: Backend, packs: Sequence, repeats: int, make_workflow) -> list:
+  """``make_workflow(pack, g)`` for ``repeats`` repeats of every pack, run in lock step; returns the
+  workflows' results pack-major (trajectory ``k * repeats + g`` is repeat g of ``packs[k]``)."""
+  if repeats < 1:
+    raise ValueError(f"repeats must be >= 1, got {repeats}")
+  flows = [make_workflow(p, g) for p in packs for g in range(repeats)]
+  run_lockstep(backend, flows)
+  return [f.result() for f in flows]
+
+
 class EnvEpisodeDriver:
   """Runs one solve episode against a ``TaskEnv``: system + first observation, then step per reply."""
 

@@ -50,7 +50,7 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from codjax.agents.cod import Pack
-from codjax.agents.episode import Backend, Episode, Workflow, run_lockstep
+from codjax.agents.episode import Backend, Episode, Workflow, run_repeats
 from codjax.envs.base import StepResult, TaskEnv
 
 EPISODE_HEADER = "[Episode {k}] New episode begins."
@@ -266,12 +266,8 @@ def run_orbit(backend: Backend, packs: Sequence[Pack], repeats: int = 1,
 
   Trajectory ``k * repeats + g`` is repeat g of ``packs[k]``; T is each pack's size.
   """
-  if repeats < 1:
-    raise ValueError(f"repeats must be >= 1, got {repeats}")
   settings = settings or OrbitSettings()
-  flows = [OrbitWorkflow(p, g, settings) for p in packs for g in range(repeats)]
-  run_lockstep(backend, flows)
-  return [f.result() for f in flows]
+  return run_repeats(backend, packs, repeats, lambda p, g: OrbitWorkflow(p, g, settings))
 
 
 def settings_from_config(block: Any) -> OrbitSettings:

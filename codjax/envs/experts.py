@@ -71,3 +71,12 @@ class MixedPolicy(TextPolicy):
     if not is_update_prompt(messages) and rng.random() < self.frac:
       return self.other.respond(messages, rng)
     return self.base.respond(messages, rng)
+
+
+def make_teacher(env_name: str, random_frac: float = 0.0) -> TextPolicy:
+  """The environment's expert, with ``random_frac`` of its solve turns answered by the random policy (the SFT
+  teacher of ``sft.expert_random_frac``; 0 = the plain expert)."""
+  expert = make_policy(env_name, "expert")
+  if random_frac <= 0:
+    return expert
+  return MixedPolicy(expert, make_policy(env_name, "random"), float(random_frac))

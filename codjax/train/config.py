@@ -32,6 +32,8 @@ checks every field with a clear error (before any model is built), and the launc
 
 from __future__ import annotations
 
+import os
+
 import ml_collections
 
 from codjax.agents.cod import PACKING_STRATEGIES
@@ -41,6 +43,31 @@ from codjax.rl.losses import AGGREGATIONS, KL_TYPES, available_losses
 ENGINES = ("jax", "vllm")
 ADVANTAGES = ("cod", "grpo")
 RETURNS = ("mean", "window", "discounted")
+
+
+def load_experiment(path: str):
+  """Imports an experiment file (``experiments/<name>.py``) as a module; experiments that extend another one
+  call its ``get_config()`` through this."""
+  import importlib.util
+
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"experiment file not found: {path}")
+  name = os.path.splitext(os.path.basename(path))[0]
+  spec = importlib.util.spec_from_file_location(f"experiment_{name}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def override(c: ml_collections.ConfigDict, updates: dict) -> ml_collections.ConfigDict:
+  """Sets dotted fields in place, ``{"optim.learning_rate": 1e-4}`` (as ``--config.optim.learning_rate``)."""
+  for key, value in updates.items():
+    node = c
+    *path, last = key.split(".")
+    for part in path:
+      node = node[part]
+    node[last] = value
+  return c
 
 
 def env_entry(name: str, preset: str | None = None, proportion: float = 1.0, **params) -> ml_collections.ConfigDict:

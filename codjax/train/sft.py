@@ -19,7 +19,7 @@ import numpy as np
 from codjax.agents.episode import PolicyBackend
 from codjax.agents.token_backend import TokenizingBackend
 from codjax.envs.base import derive_seed
-from codjax.envs.experts import MixedPolicy, make_policy
+from codjax.envs.experts import make_teacher
 from codjax.rl.batch import TrainSequence, assemble_batch, length_bucket
 from codjax.rl.losses import LossConfig
 from codjax.rl.train_step import OptimizerConfig, StepConfig, init_train_state, make_optimizer, make_train_step
@@ -43,10 +43,7 @@ def expert_transcripts(cfg, specs, tokenizer, num_packs: int, seed: int) -> tupl
   for p in packs:
     by_env.setdefault(p.env_name, []).append(p)
   for env_name, env_packs in by_env.items():
-    expert = make_policy(env_name, "expert")
-    policy = expert
-    if cfg.sft.expert_random_frac > 0:
-      policy = MixedPolicy(expert, make_policy(env_name, "random"), float(cfg.sft.expert_random_frac))
+    policy = make_teacher(env_name, float(cfg.sft.expert_random_frac))
     backend = TokenizingBackend(PolicyBackend(policy, seed=seed), tokenizer,
                                 max_prompt_tokens=int(cfg.rollout.max_prompt_tokens),
                                 max_response_tokens=int(cfg.rollout.max_response_tokens),

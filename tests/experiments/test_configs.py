@@ -7,7 +7,6 @@ checked arithmetically on an AbstractMesh of their real sizes and built for real
 
 import functools
 import glob
-import importlib.util
 import math
 import os
 
@@ -21,7 +20,7 @@ from codjax.models import abstract_model
 from codjax.parallel import make_mesh
 from codjax.parallel.sharding import state_shardings
 from codjax.rl.train_step import REQUIRED_FIELDS, TrainState, make_optimizer, train_step
-from codjax.train.config import validate
+from codjax.train.config import load_experiment, validate
 from codjax.train.data import env_specs
 from codjax.train.loop import optimizer_config, step_config
 from codjax.train.memory_plan import abstract_mesh, device_bytes, mesh_sizes, resolve_architecture
@@ -32,10 +31,7 @@ STEMS = [os.path.splitext(os.path.basename(p))[0] for p in PATHS]
 
 
 def load(stem: str):
-  spec = importlib.util.spec_from_file_location(f"experiment_{stem}", os.path.join(EXPERIMENTS, f"{stem}.py"))
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  return mod
+  return load_experiment(os.path.join(EXPERIMENTS, f"{stem}.py"))
 
 
 def config(stem: str):

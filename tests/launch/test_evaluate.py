@@ -1,7 +1,6 @@
 """launch/evaluate.py end to end (subprocesses, as a user runs it): the JAX engine on the tiny checkpoint and
 the scripted expert, over packs of the tiny FrozenLake experiment's evaluation block."""
 
-import importlib.util
 import json
 import math
 import os
@@ -12,6 +11,7 @@ from codjax.agents.cod import CodSettings, run_cod
 from codjax.agents.episode import PolicyBackend
 from codjax.envs.experts import make_policy
 from codjax.eval.cod_eval import summarize
+from codjax.train.config import load_experiment
 from codjax.train.data import env_specs, eval_packs
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -30,10 +30,7 @@ def run_evaluate(out_dir, *args, check=True):
 
 
 def load_config():
-  spec = importlib.util.spec_from_file_location("tiny_cod_frozenlake", CONFIG)
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  return mod.get_config()
+  return load_experiment(CONFIG).get_config()
 
 
 def load(out_dir):

@@ -12,7 +12,7 @@ from flax import nnx
 
 from codjax.models import abstract_model, preset
 from codjax.rl.train_step import REQUIRED_FIELDS, OptimizerConfig, StepConfig, TrainState, make_optimizer, train_step
-from codjax.train.config import base_config, validate
+from codjax.train.config import base_config, load_experiment, validate
 from codjax.train.memory_plan import activation_bytes, format_plan, mesh_sizes, plan, resolve_architecture
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -31,12 +31,7 @@ def tiny_config():
 
 
 def load_setting_a():
-  import importlib.util
-
-  spec = importlib.util.spec_from_file_location("setting_a", SETTING_A)
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  return mod.get_config()
+  return load_experiment(SETTING_A).get_config()
 
 
 def test_tiny_plan_equals_hand_calculation():
@@ -146,12 +141,7 @@ def test_cli_prints_the_table():
 
 
 def test_evaluation_config_has_no_train_step():
-  import importlib.util
-
-  spec = importlib.util.spec_from_file_location("ev", os.path.join(ROOT, "experiments", "eval_terminal.py"))
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  p = plan(mod.get_config())
+  p = plan(load_experiment(os.path.join(ROOT, "experiments", "eval_terminal.py")).get_config())
   assert p.grads == 0 and p.activations == {} and p.rows == 0
   assert p.optimizer == 2 * p.params + 2 * 4  # bf16 mu, nu (the Trainer allocates them) + step counters
   assert p.total == p.params + p.optimizer + int(0.5 * 80 * 1024**3)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from codjax.train.config import base_config, env_entry
+from codjax.train.config import base_config, env_entry, override
 
 
 def tiny_train_config(run_dir, model_dir, **over):
@@ -33,13 +33,7 @@ def tiny_train_config(run_dir, model_dir, **over):
   c.checkpoint.every = 1
   c.log.progress = False
   c.log.tensorboard = True
-  for k, v in over.items():
-    node = c
-    *path, last = k.split(".")
-    for p in path:
-      node = node[p]
-    node[last] = v
-  return c
+  return override(c, over)
 
 
 @pytest.fixture(scope="session")

@@ -2,19 +2,13 @@
 
 import pytest
 
-from codjax.train.config import ConfigError, base_config, validate
+from codjax.train.config import ConfigError, base_config, override, validate
 
 
 def _cfg(**over):
   c = base_config()
   c.model.path = "/nonexistent/but/not/read/by/validate"
-  for k, v in over.items():
-    node = c
-    *path, last = k.split(".")
-    for p in path:
-      node = node[p]
-    node[last] = v
-  return c
+  return override(c, over)
 
 
 @pytest.mark.parametrize("field,value,match", [

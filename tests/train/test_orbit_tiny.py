@@ -2,7 +2,6 @@
 metrics, the evaluation summary with the oracle's regret, the ORBIT experiment configs, and the tiny ORBIT
 config trained end to end by the Trainer (tiny model, 1 step, held-out Mastermind evaluation)."""
 
-import importlib.util
 import json
 import math
 import os
@@ -15,7 +14,7 @@ from codjax.agents.episode import PolicyBackend
 from codjax.agents.orbit import OrbitSettings, run_orbit
 from codjax.envs import derive_seed, make
 from codjax.envs.experts import make_policy
-from codjax.train.config import validate
+from codjax.train.config import load_experiment, validate
 from codjax.train.workflows import get_workflow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -23,10 +22,7 @@ TRAIN_GAMES = {"rps", "minesweeper", "hangman", "wordle", "blackjack"}
 
 
 def load_config(name: str):
-  spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "experiments", f"{name}.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
+  return load_experiment(os.path.join(ROOT, "experiments", f"{name}.py")).get_config()
 
 
 def scripted(game: str, packs: int, repeats: int, policy: str = "expert", settings=None, seed: int = 0):
