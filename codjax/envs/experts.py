@@ -73,10 +73,11 @@ class MixedPolicy(TextPolicy):
     return self.base.respond(messages, rng)
 
 
-def make_teacher(env_name: str, random_frac: float = 0.0) -> TextPolicy:
-  """The environment's expert, with ``random_frac`` of its solve turns answered by the random policy (the SFT
-  teacher of ``sft.expert_random_frac``; 0 = the plain expert)."""
-  expert = make_policy(env_name, "expert")
+def make_teacher(env_name: str, random_frac: float = 0.0, **params: Any) -> TextPolicy:
+  """The environment's expert (constructed with ``params``, e.g. ``sft.teacher_params``), with ``random_frac``
+  of its solve turns answered by the random policy (the SFT teacher of ``sft.expert_random_frac``; 0 = the
+  plain expert)."""
+  expert = make_policy(env_name, "expert", **params)
   if random_frac <= 0:
     return expert
   return MixedPolicy(expert, make_policy(env_name, "random"), float(random_frac))

@@ -25,8 +25,11 @@ Text is short and regular (SFT targets), in one of two scratchpad styles (``know
 
 ``pairs`` is the default; ``auto`` picks ``slots`` for the compact text layout (observations with
 ``Goal at (r,c).``, the tiny preset) and ``pairs`` otherwise. Hints in either order (``3=Up`` or ``Up=3``) are
-read. (Measured on the tiny demo: a 0.6M-parameter model trained 2,000-2,200 SFT steps on ``slots`` transcripts
-stayed at chance hint accuracy, while ``pairs`` transcripts reached 0.43-0.56 in 2,500 steps.)
+read. ``slots`` pays off when each slot ``Up=3`` is one token (the tiny demo's tokenizer isolates it, and each
+``D3: moved up`` feedback, as a pre-token): every step is then a one-token copy. Measured on the tiny demo
+(0.6M parameters, 2,000 SFT steps, 40 packs): slots with whole-slot tokens reached hint accuracy 0.79 and a
+consistent answer digit in 95 % of ``go`` turns; slots or pairs with the slot split into ``Up``, ``=``, ``3``
+stayed at 0.25-0.45 hint accuracy and 22-41 % consistent digits (a two-layer lookup a small model learns slowly).
 """
 
 from __future__ import annotations

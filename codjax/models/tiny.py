@@ -47,13 +47,14 @@ def default_corpus() -> list[str]:
 
 def make_tiny_checkpoint(out_dir: str, corpus: Iterable[str] | None = None, vocab_size: int = 512,
                          model_preset: str = "tiny", seed: int = 0, phrase_merges: bool = False,
-                         **model_overrides) -> str:
+                         isolate: str = "", **model_overrides) -> str:
   """Writes a random Qwen3 checkpoint plus tokenizer to ``out_dir`` and returns it.
 
   The model's vocabulary equals the trained tokenizer's size (rounded up to a multiple of 64);
   ``model_overrides`` change architecture fields (hidden_size, num_hidden_layers, head_dim, ...).
   """
-  tok = build_bpe_tokenizer(corpus if corpus is not None else default_corpus(), vocab_size, phrase_merges)
+  tok = build_bpe_tokenizer(corpus if corpus is not None else default_corpus(), vocab_size, phrase_merges,
+                            isolate)
   n_vocab = len(tok)
   n_vocab = ((n_vocab + 63) // 64) * 64
   cfg = preset(model_preset, vocab_size=n_vocab, eos_token_id=tok.eos_token_id,

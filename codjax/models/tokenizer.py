@@ -8,6 +8,7 @@ The chat format is Qwen's: ``<|im_start|>{role}\\n{content}<|im_end|>\\n`` per m
 from __future__ import annotations
 
 import os
+import re
 from typing import Iterable, Sequence
 
 IM_START, IM_END, ENDOFTEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
@@ -36,23 +37,37 @@ def load_tokenizer(path: str):
   return tok
 
 
-def build_bpe_tokenizer(corpus: Iterable[str], vocab_size: int = 512, phrase_merges: bool = False):
+DEFAULT_ISOLATE = r"\d|\n"
+
+
+def build_bpe_tokenizer(corpus: Iterable[str], vocab_size: int = 512, phrase_merges: bool = False,
+                        isolate: str = ""):
   """Trains a byte-level BPE (offline) and wraps it as a ``PreTrainedTokenizerFast`` with Qwen's chat
   template, EOS ``<|im_end|>`` and pad ``<|endoftext|>``. Any text round-trips (byte-level alphabet).
 
   ``phrase_merges``: merges may span spaces (digits and newlines stay single pre-tokens, tokens are at most
   24 bytes), so the fixed phrases of a narrow corpus (prompts, feedback lines) become a few tokens each.
   For tiny CPU demos, where tokens per episode set the training cost; about 2x fewer tokens than
-  word-level BPE on FrozenLake transcripts."""
+  word-level BPE on FrozenLake transcripts. ``isolate`` (phrase merges only) is the regex of pre-tokens that
+  never merge with their neighbours (default ``\d|\n``: digits and newlines). A demo that needs a word to
+  be the same single token wherever it occurs (``Up`` in ``Up=3`` and in ``go Up``, so that a small model
+  can look it up by copying) lists it here, e.g. ``\d|\n|=|\b(?:Up|Down)\b``."""
   from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
   from transformers import PreTrainedTokenizerFast
 
   if vocab_size < 256 + len(SPECIAL_TOKENS):
     raise ValueError(f"vocab_size must be >= {256 + len(SPECIAL_TOKENS)} for a byte-level BPE, got {vocab_size}")
+  if isolate and not phrase_merges:
+    raise ValueError("isolate applies to phrase_merges tokenizers only")
+  if isolate:
+    try:
+      re.compile(isolate)
+    except re.error as e:
+      raise ValueError(f"isolate is not a valid regex: {isolate!r} ({e})") from None
   tok = Tokenizer(models.BPE())
   if phrase_merges:
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(r"\d|\n"), "isolated"),
+        pre_tokenizers.Split(Regex(isolate or DEFAULT_ISOLATE), "isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
   else:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

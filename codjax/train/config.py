@@ -87,7 +87,7 @@ def base_config() -> ml_collections.ConfigDict:
       make_tiny=False, enable_thinking=False,
       tiny=dict(vocab_size=512, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, head_dim=32, intermediate_size=384, tie_word_embeddings=True,
-                corpus_packs=200, phrase_merges=False)))
+                corpus_packs=200, phrase_merges=False, isolate="")))
   c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))
   c.data = ml_collections.ConfigDict(dict(
       envs={"main": env_entry("frozenlake_obscure", "train")}, pack_size=4, packing="cod", packs_per_step=4,
@@ -110,6 +110,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.checkpoint = ml_collections.ConfigDict(dict(every=50, max_to_keep=3, export_hf=False))
   c.sft = ml_collections.ConfigDict(dict(steps=0, batch_size=16, learning_rate=1e-3, warmup_steps=20,
                                          schedule="cosine", num_packs=1000, expert_random_frac=0.0,
+                                         teacher_params={},
                                          seq_len=1024, log_every=50, eval_packs=0))
   c.log = ml_collections.ConfigDict(dict(every=1, tensorboard=True, progress=True))
   return c
@@ -222,6 +223,12 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   s = c.sft
   _req(s.steps >= 0 and s.batch_size >= 1 and s.learning_rate > 0 and s.num_packs >= 0, "sft: bad steps/batch/lr")
   _req(0.0 <= s.expert_random_frac <= 1.0, "sft.expert_random_frac must be in [0, 1]")
+  env_names_used = {e.name for e in c.data.envs.values()} | {e.name for e in c.eval.envs.values()}
+  for name, params in s.teacher_params.items():
+    _req(name in env_names_used, f"sft.teacher_params.{name}: not an environment of data.envs or eval.envs "
+         f"({sorted(env_names_used)})")
+    _req(isinstance(params, (dict, ml_collections.ConfigDict)), f"sft.teacher_params.{name} must be a dict of "
+         "expert constructor arguments")
   _req(s.steps == 0 or s.num_packs >= 1, "sft.num_packs must be >= 1 when sft.steps > 0")
   _req(s.seq_len >= 2, "sft.seq_len must be >= 2")
   _req(s.schedule in ("constant", "cosine"), "sft.schedule must be 'constant' or 'cosine'")

@@ -75,10 +75,11 @@ def ensure_model_dir(cfg) -> str:
     from codjax.agents.cod import run_text_packs
     from codjax.envs.experts import make_policy
     from codjax.models.tiny import make_tiny_checkpoint
+    from codjax.train.sft import teacher_params
 
     corpus = []
     for spec in env_specs(cfg.data.envs):
-      trajs = run_text_packs(make_policy(spec.name, "expert"), spec.family, range(int(cfg.model.tiny.corpus_packs)),
+      trajs = run_text_packs(make_policy(spec.name, "expert", **teacher_params(cfg, spec.name)), spec.family, range(int(cfg.model.tiny.corpus_packs)),
                              int(cfg.data.pack_size), env_name=spec.name, seed=cfg.seed)
       for t in trajs:
         for ep in t.episodes():

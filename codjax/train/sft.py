@@ -43,7 +43,7 @@ def expert_transcripts(cfg, specs, tokenizer, num_packs: int, seed: int) -> tupl
   for p in packs:
     by_env.setdefault(p.env_name, []).append(p)
   for env_name, env_packs in by_env.items():
-    policy = make_teacher(env_name, float(cfg.sft.expert_random_frac))
+    policy = make_teacher(env_name, float(cfg.sft.expert_random_frac), **teacher_params(cfg, env_name))
     backend = TokenizingBackend(PolicyBackend(policy, seed=seed), tokenizer,
                                 max_prompt_tokens=int(cfg.rollout.max_prompt_tokens),
                                 max_response_tokens=int(cfg.rollout.max_response_tokens),
@@ -61,6 +61,11 @@ def expert_transcripts(cfg, specs, tokenizer, num_packs: int, seed: int) -> tupl
   stats["tokens"] = int(sum(len(s.tokens) for s in seqs))
   stats["loss_tokens"] = int(sum(int(np.sum(s.loss_mask)) for s in seqs))
   return seqs, stats
+
+
+def teacher_params(cfg, env_name: str) -> dict:
+  """The expert's constructor arguments for ``env_name`` (``sft.teacher_params[env_name]``, else none)."""
+  return dict(cfg.sft.teacher_params.get(env_name, {}))
 
 
 def bucketed_schedule(lengths: list[int], batch_size: int, max_len: int, rng: np.random.Generator,

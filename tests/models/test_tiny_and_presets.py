@@ -63,3 +63,15 @@ def test_make_tiny_model_script(tmp_path):
   model = AutoModelForCausalLM.from_pretrained(out)
   assert model.config.num_hidden_layers == 1 and model.config.hidden_size == 64
   assert np.isfinite(model(torch.tensor([[1, 2, 3]])).logits.detach().numpy()).all()
+
+
+def test_make_tiny_model_script_with_isolated_pre_tokens(tmp_path):
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("".join(f"know Up={k % 4 + 1} Left=?; go Up={k % 4 + 1}\n" for k in range(300)))
+  out = tmp_path / "m"
+  subprocess.run([sys.executable, "launch/make_tiny_model.py", f"--out={out}", "--hidden_size=64", "--num_layers=1",
+                  "--vocab_size=300", f"--corpus={corpus}", "--phrase_merges", r"--isolate=Up=[1-4]|Left=\?|\n"],
+                 check=True, capture_output=True)
+  tok = AutoTokenizer.from_pretrained(out)
+  pieces = [tok.decode([i]) for i in tok.encode("know Up=3 Left=?; go Up=3", add_special_tokens=False)]
+  assert pieces.count("Up=3") == 2 and "Left=?" in pieces

@@ -52,3 +52,10 @@ def test_locked_config_rejects_unknown_fields():
   c.lock()
   with pytest.raises(AttributeError):
     c.rollout.temprature = 0.5
+
+
+def test_teacher_params_must_name_a_configured_environment():
+  c = _cfg(**{"sft.teacher_params": {"alchemy": {"know_style": "slots"}}})
+  with pytest.raises(ConfigError, match="sft.teacher_params.alchemy"):
+    validate(c)
+  validate(_cfg(**{"sft.teacher_params": {"frozenlake_obscure": {"know_style": "slots"}}}))
