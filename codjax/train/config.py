@@ -110,7 +110,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.checkpoint = ml_collections.ConfigDict(dict(every=50, max_to_keep=3, export_hf=False))
   c.sft = ml_collections.ConfigDict(dict(steps=0, batch_size=16, learning_rate=1e-3, warmup_steps=20,
                                          schedule="cosine", num_packs=1000, expert_random_frac=0.0,
-                                         teacher_params={},
+                                         teacher_params={}, num_microbatches=1,
                                          seq_len=1024, log_every=50, eval_packs=0))
   c.log = ml_collections.ConfigDict(dict(every=1, tensorboard=True, progress=True))
   return c
@@ -231,6 +231,7 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
          "expert constructor arguments")
   _req(s.steps == 0 or s.num_packs >= 1, "sft.num_packs must be >= 1 when sft.steps > 0")
   _req(s.seq_len >= 2, "sft.seq_len must be >= 2")
+  _req(isinstance(s.num_microbatches, int) and s.num_microbatches >= 1, "sft.num_microbatches must be an int >= 1")
   _req(s.schedule in ("constant", "cosine"), "sft.schedule must be 'constant' or 'cosine'")
   _req(s.steps == 0 or s.schedule != "cosine" or s.steps > s.warmup_steps,
        f"sft.steps ({s.steps}) must exceed sft.warmup_steps ({s.warmup_steps}) for a cosine schedule")

@@ -103,7 +103,7 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
                                        max_grad_norm=float(cfg.optim.max_grad_norm)))
   graphdef, state = init_train_state(model, opt)
   state = jax.device_put(state, state_shardings(state, mesh))
-  step_cfg = StepConfig(loss="sft", loss_cfg=LossConfig(), num_microbatches=int(cfg.train.num_microbatches),
+  step_cfg = StepConfig(loss="sft", loss_cfg=LossConfig(), num_microbatches=int(s.num_microbatches),
                         vocab_chunks=int(cfg.model.vocab_chunks), temperature=1.0)
   shards = mesh.shape["data"] * mesh.shape["fsdp"]
   rng = np.random.default_rng(derive_seed(cfg.seed, 6))
@@ -115,18 +115,18 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
   bar_pos = 0
   # length-bucketed batches of one episode per row: attention cost follows each episode's own length
   schedule = bucketed_schedule([len(x.tokens) for x in seqs], int(s.batch_size), int(s.seq_len), rng,
-                               row_multiple=int(cfg.train.num_microbatches) * shards)
+                               row_multiple=int(s.num_microbatches) * shards)
   step_fn = None
   for step in range(int(s.steps)):
     if pos >= len(schedule):
       schedule = bucketed_schedule([len(x.tokens) for x in seqs], int(s.batch_size), int(s.seq_len), rng,
-                                   row_multiple=int(cfg.train.num_microbatches) * shards)
+                                   row_multiple=int(s.num_microbatches) * shards)
       pos = 0
     chunk = [seqs[i] for i in schedule[pos]]
     pos += 1
     batch, bstats = assemble_batch(chunk, int(s.seq_len), pack=False, bucket_len=True,
-                                   num_rows=-(-int(s.batch_size) // (int(cfg.train.num_microbatches) * shards))
-                                   * int(cfg.train.num_microbatches) * shards)
+                                   num_rows=-(-int(s.batch_size) // (int(s.num_microbatches) * shards))
+                                   * int(s.num_microbatches) * shards)
     if step_fn is None:
       step_fn = make_train_step(graphdef, opt, step_cfg, state, mesh, batch_fields=tuple(sorted(batch)))
     state, out = step_fn(state, {k: jnp.asarray(v) for k, v in batch.items()})

@@ -29,6 +29,7 @@ def _cfg(**over):
     ("train.seq_len", 128, "train.seq_len"),
     ("cod.protocol", "tiny", "cod.protocol"),
     ("sft.expert_random_frac", 1.5, "expert_random_frac"),
+    ("sft.num_microbatches", 0, "sft.num_microbatches"),
     ("workflow", "ppo", "workflow"),
 ])
 def test_bad_values_raise_naming_the_field(field, value, match):
