@@ -143,16 +143,14 @@ class _TextPolicies:
   def backend_for(self, spec):
     from codjax.agents.episode import PolicyBackend
     from codjax.agents.token_backend import TokenizingBackend
-    from codjax.envs.experts import make_policy, make_teacher
-    from codjax.train.sft import teacher_params
+    from codjax.envs.experts import make_policy
+    from codjax.train.sft import configured_teacher
 
     if self.server is not None:
       inner = self.server_backend
     else:
-      if self.kind == "expert":  # the SFT teacher's text (sft.teacher_params), optionally with random moves
-        policy = make_teacher(spec.name, _RANDOM_FRAC.value, **teacher_params(self.cfg, spec.name))
-      else:
-        policy = make_policy(spec.name, self.kind)
+      policy = (configured_teacher(self.cfg, spec.name, _RANDOM_FRAC.value) if self.kind == "expert"
+                else make_policy(spec.name, self.kind))
       inner = PolicyBackend(policy, seed=int(self.cfg.seed))
     if self.tok is None:
       return inner

@@ -73,13 +73,12 @@ def ensure_model_dir(cfg) -> str:
   path = cfg.model.path
   if cfg.model.make_tiny and not os.path.isfile(os.path.join(path, "config.json")):
     from codjax.agents.cod import run_text_packs
-    from codjax.envs.experts import make_policy
     from codjax.models.tiny import make_tiny_checkpoint
-    from codjax.train.sft import teacher_params
+    from codjax.train.sft import configured_teacher
 
     corpus = []
     for spec in env_specs(cfg.data.envs):
-      trajs = run_text_packs(make_policy(spec.name, "expert", **teacher_params(cfg, spec.name)), spec.family, range(int(cfg.model.tiny.corpus_packs)),
+      trajs = run_text_packs(configured_teacher(cfg, spec.name), spec.family, range(int(cfg.model.tiny.corpus_packs)),
                              int(cfg.data.pack_size), env_name=spec.name, seed=cfg.seed)
       for t in trajs:
         for ep in t.episodes():

@@ -43,7 +43,7 @@ def expert_transcripts(cfg, specs, tokenizer, num_packs: int, seed: int) -> tupl
   for p in packs:
     by_env.setdefault(p.env_name, []).append(p)
   for env_name, env_packs in by_env.items():
-    policy = make_teacher(env_name, float(cfg.sft.expert_random_frac), **teacher_params(cfg, env_name))
+    policy = configured_teacher(cfg, env_name, float(cfg.sft.expert_random_frac))
     backend = TokenizingBackend(PolicyBackend(policy, seed=seed), tokenizer,
                                 max_prompt_tokens=int(cfg.rollout.max_prompt_tokens),
                                 max_response_tokens=int(cfg.rollout.max_response_tokens),
@@ -63,9 +63,11 @@ def expert_transcripts(cfg, specs, tokenizer, num_packs: int, seed: int) -> tupl
   return seqs, stats
 
 
-def teacher_params(cfg, env_name: str) -> dict:
-  """The expert's constructor arguments for ``env_name`` (``sft.teacher_params[env_name]``, else none)."""
-  return dict(cfg.sft.teacher_params.get(env_name, {}))
+def configured_teacher(cfg, env_name: str, random_frac: float = 0.0):
+  """``env_name``'s expert built with ``sft.teacher_params[env_name]`` (if any), with ``random_frac`` of its
+  solve turns random: the one place SFT transcripts, the tiny tokenizer's corpus and ``evaluate.py
+  --engine=expert`` get their teacher from."""
+  return make_teacher(env_name, random_frac, **dict(cfg.sft.teacher_params.get(env_name, {})))
 
 
 def bucketed_schedule(lengths: list[int], batch_size: int, max_len: int, rng: np.random.Generator,
@@ -114,19 +116,19 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
   tokens = 0
   bar_pos = 0
   # length-bucketed batches of one episode per row: attention cost follows each episode's own length
+  row_multiple = int(s.num_microbatches) * shards
+  num_rows = -(-int(s.batch_size) // row_multiple) * row_multiple
   schedule = bucketed_schedule([len(x.tokens) for x in seqs], int(s.batch_size), int(s.seq_len), rng,
-                               row_multiple=int(s.num_microbatches) * shards)
+                               row_multiple=row_multiple)
   step_fn = None
   for step in range(int(s.steps)):
     if pos >= len(schedule):
       schedule = bucketed_schedule([len(x.tokens) for x in seqs], int(s.batch_size), int(s.seq_len), rng,
-                                   row_multiple=int(s.num_microbatches) * shards)
+                                   row_multiple=row_multiple)
       pos = 0
     chunk = [seqs[i] for i in schedule[pos]]
     pos += 1
-    batch, bstats = assemble_batch(chunk, int(s.seq_len), pack=False, bucket_len=True,
-                                   num_rows=-(-int(s.batch_size) // (int(s.num_microbatches) * shards))
-                                   * int(s.num_microbatches) * shards)
+    batch, bstats = assemble_batch(chunk, int(s.seq_len), pack=False, bucket_len=True, num_rows=num_rows)
     if step_fn is None:
       step_fn = make_train_step(graphdef, opt, step_cfg, state, mesh, batch_fields=tuple(sorted(batch)))
     state, out = step_fn(state, {k: jnp.asarray(v) for k, v in batch.items()})
