@@ -10,7 +10,8 @@ Both sides hold exactly the same weights (the codjax model is written with ``sav
   ``backward()`` (grads reset to None before each step).
 * decode: greedy KV-cache generation of N new tokens after a P-token prompt; tokens/s = B N / time.
   codjax: one jitted program (prefill with ``forward_cached``, then ``lax.fori_loop`` over the N-1 decode
-  steps, argmax in the loop; no Python per token). torch: ``model.generate(do_sample=False, use_cache=True,
+  steps with ``forward_cached_unrolled`` on per-layer weight and cache slices, as ``JaxEngine`` decodes;
+  argmax in the loop; no Python per token). torch: ``model.generate(do_sample=False, use_cache=True,
   min_new_tokens=N, max_new_tokens=N)`` and a hand-written ``past_key_values`` loop (the faster of the two
   is the peer). The prefill alone is timed too, so the decode-only rate B (N-1) / (t_gen - t_prefill) shows.
 
@@ -52,6 +53,8 @@ _ROUNDS = flags.DEFINE_integer("rounds", 5, "timed rounds per side (interleaved)
 _WARMUP = flags.DEFINE_integer("warmup", 1, "untimed calls per side before timing (compilation)")
 _THREADS = flags.DEFINE_integer("threads", None, "cores for both frameworks (default: all available)")
 _PARTS = flags.DEFINE_list("parts", ["train", "decode"], "workloads to run: train, decode")
+_ATTN = flags.DEFINE_enum("attention", "blockwise", ["xla", "blockwise"], "codjax attention_impl of the model "
+                          "(decode, prefill); the train part times both CPU choices")
 _TORCH_ATTN = flags.DEFINE_string("torch_attn", "sdpa", "transformers attn_implementation")
 _SEED = flags.DEFINE_integer("seed", 0, "weights and data seed")
 
@@ -66,7 +69,7 @@ def build_models(dtype: str):
   cfg = Qwen3Config(vocab_size=_VOCAB.value, hidden_size=_HIDDEN.value, intermediate_size=_MLP.value,
                     num_hidden_layers=_LAYERS.value, num_attention_heads=_HEADS.value,
                     num_key_value_heads=_KV_HEADS.value, head_dim=_HEAD_DIM.value, rope_theta=1_000_000.0,
-                    tie_word_embeddings=_TIED.value, param_dtype=dtype, dtype=dtype,
+                    tie_word_embeddings=_TIED.value, param_dtype=dtype, dtype=dtype, attention_impl=_ATTN.value,
                     max_position_embeddings=max(4096, _SEQ.value, _PROMPT.value + _NEW.value))
   ours = init_model(cfg, seed=_SEED.value)
   with tempfile.TemporaryDirectory() as d:
@@ -87,16 +90,22 @@ def bench_train(cfg, ours, theirs, rng) -> list[list[object]]:
   ids = rng.integers(0, cfg.vocab_size, (b, t))
   graphdef, params = nnx.split(ours)
 
-  def loss_fn(params, tokens):
-    # Both sides drop the last position before the lm_head (slicing the [B, T, V] logits instead copies them)
-    # and codjax writes the loss as logsumexp(z) - z[y]: on XLA CPU its backward is ~1.3x faster than
-    # log_softmax + take_along_axis, whose gradient is also written in a transposed [V, B T] layout.
-    model = nnx.merge(graphdef, params)
-    logits = model.logits(model.hidden_states(tokens)[:, :-1])
-    picked = jnp.take_along_axis(logits, tokens[:, 1:, None], axis=-1)[..., 0]
-    return jnp.mean(jax.nn.logsumexp(logits, axis=-1) - picked)
+  def make_step(impl: str):
+    gdef = nnx.split(type(ours)(cfg.replace(attention_impl=impl), rngs=nnx.Rngs(0)))[0]  # same params, impl
 
-  grad_step = jax.jit(jax.value_and_grad(loss_fn))
+    def loss_fn(params, tokens):
+      # Both sides drop the last position before the lm_head (slicing the [B, T, V] logits instead copies
+      # them) and codjax writes the loss as logsumexp(z) - z[y]: on XLA CPU its backward is ~1.3x faster than
+      # log_softmax + take_along_axis, whose gradient is also written in a transposed [V, B T] layout.
+      model = nnx.merge(gdef, params)
+      logits = model.logits(model.hidden_states(tokens)[:, :-1])
+      picked = jnp.take_along_axis(logits, tokens[:, 1:, None], axis=-1)[..., 0]
+      return jnp.mean(jax.nn.logsumexp(logits, axis=-1) - picked)
+
+    return jax.jit(jax.value_and_grad(loss_fn))
+
+  impls = [_ATTN.value] + [i for i in ("blockwise", "xla") if i != _ATTN.value]
+  steps = {impl: make_step(impl) for impl in impls}
   tokens = jnp.asarray(ids, jnp.int32)
   ids_t = torch.tensor(ids)
 
@@ -108,12 +117,17 @@ def bench_train(cfg, ours, theirs, rng) -> list[list[object]]:
     loss.backward()
     return loss
 
-  times = interleaved({"codjax": (lambda: grad_step(params, tokens), jax_sync),
-                       "torch": (torch_step, no_sync)}, _ROUNDS.value, _WARMUP.value)
-  loss_diff = abs(float(grad_step(params, tokens)[0]) - torch_step().item())
+  runners = {f"codjax jit ({impl})": ((lambda f=f: f(params, tokens)), jax_sync) for impl, f in steps.items()}
+  runners["torch eager"] = (torch_step, no_sync)
+  times = interleaved(runners, _ROUNDS.value, _WARMUP.value)
+  ref = torch_step().item()
   label = f"train fwd+bwd B={b} T={t}"
-  return [row(label, "codjax jit", times["codjax"], times["torch"], b * t, f"|loss diff| {loss_diff:.1e}"),
-          row(label, "torch eager", times["torch"], times["torch"], b * t)]
+  rows = []
+  for impl, f in steps.items():
+    diff = abs(float(f(params, tokens)[0]) - ref)
+    rows.append(row(label, f"codjax jit ({impl} attention)", times[f"codjax jit ({impl})"], times["torch eager"],
+                    b * t, f"|loss diff| {diff:.1e}"))
+  return rows + [row(label, "torch eager", times["torch eager"], times["torch eager"], b * t)]
 
 
 def bench_decode(cfg, ours, theirs, rng) -> list[list[object]]:
@@ -142,13 +156,18 @@ def bench_decode(cfg, ours, theirs, rng) -> list[list[object]]:
     tok, cache = prefill(model, prompt_bp)
     out = jnp.zeros((b, n), jnp.int32).at[:, 0].set(tok)
 
-    def body(i, carry):
-      out, tok, cache = carry
-      hid, cache = model.forward_cached(tok[:, None], jnp.full((b,), p + i - 1, jnp.int32), cache)
-      tok = jnp.argmax(model.logits(hid[:, 0]), axis=-1).astype(jnp.int32)
-      return out.at[:, i].set(tok), tok, cache
+    # as JaxEngine decodes: per-layer weights and caches split once, outside the token loop
+    layers = model.split_layers()
+    caches = [(cache[0][l], cache[1][l]) for l in range(len(layers))]
 
-    return jax.lax.fori_loop(1, n, body, (out, tok, cache))[0]
+    def body(i, carry):
+      out, tok, caches = carry
+      hid, caches = model.forward_cached_unrolled(tok[:, None], jnp.full((b,), p + i - 1, jnp.int32), layers,
+                                                  caches)
+      tok = jnp.argmax(model.logits(hid[:, 0]), axis=-1).astype(jnp.int32)
+      return out.at[:, i].set(tok), tok, caches
+
+    return jax.lax.fori_loop(1, n, body, (out, tok, caches))[0]
 
   prompt_j = jnp.asarray(prompt, jnp.int32)
   prompt_t = torch.tensor(prompt)
@@ -208,6 +227,7 @@ def main(argv):
         f"params={cfg.num_params() / 1e6:.1f}M (hidden {cfg.hidden_size}, layers {cfg.num_hidden_layers}, "
         f"heads {cfg.num_attention_heads}/{cfg.num_key_value_heads}x{cfg.head_dim}, mlp "
         f"{cfg.intermediate_size}, vocab {cfg.vocab_size}, tied={cfg.tie_word_embeddings}), "
+        f"codjax attention_impl={cfg.attention_impl}, "
         f"rounds={_ROUNDS.value} (median)")
   rows = []
   if "train" in _PARTS.value:

@@ -10,7 +10,9 @@ from typing import Any
 import jax.numpy as jnp
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
-ATTENTION_IMPLS = ("xla", "cudnn")
+# "xla" / "cudnn": jax.nn.dot_product_attention with that implementation; "blockwise": exact causal attention
+# per query block (codjax.models.qwen3.blockwise_causal_attention), the fastest choice on CPU
+ATTENTION_IMPLS = ("xla", "cudnn", "blockwise")
 REMAT_POLICIES = ("none", "full", "dots")
 
 

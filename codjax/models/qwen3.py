@@ -15,8 +15,10 @@ Layer weights are stacked along a leading layer axis and the layers run under ``
 MaxText), so compile time does not grow with depth; ``cfg.remat`` wraps the layer in ``jax.checkpoint``.
 Two entry points: ``__call__`` (full sequence, causal, padding and packed segments via ``segment_ids`` and
 ``positions``) for training and scoring, and ``forward_cached`` (KV-cache prefill/decode of a chunk at
-per-row offsets) for sampling. Attention goes through ``jax.nn.dot_product_attention`` with
-``cfg.attention_impl`` (``xla`` on CPU, ``cudnn`` on GPU).
+per-row offsets) for sampling. Full-sequence attention goes through ``jax.nn.dot_product_attention`` with
+``cfg.attention_impl`` (``xla`` on CPU, ``cudnn`` on GPU) or, with ``attention_impl="blockwise"``, through
+``blockwise_causal_attention`` (exact, per query block; faster on CPU). Cached attention reads keys stored
+transposed and values head-major (``cached_attention``), the layouts its matmuls consume directly.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ PARAM_LOGICAL_AXES: dict[str, tuple[str | None, ...]] = {
     "up_ldf": ("layers", "embed", "mlp"),
     "down_lfd": ("layers", "mlp", "embed"),
 }
+
+BLOCK_Q = 128  # query block of ``blockwise_causal_attention``
 
 LAYER_PARAM_NAMES = ("attn_norm_ld", "q_ldnh", "k_ldkh", "v_ldkh", "o_lnhd", "q_norm_lh", "k_norm_lh",
                      "mlp_norm_ld", "gate_ldf", "up_ldf", "down_lfd")
@@ -92,6 +96,49 @@ def _proj(x_btd, w_d___):
   return y.reshape((b, t) + w_d___.shape[1:])
 
 
+def cached_attention(q_bcnh, kT_bkhs, v_bksh, mask_bcs):
+  """Grouped-query attention of C new queries over a KV cache stored in matmul-ready layouts.
+
+  o[b,c,n] = sum_s softmax_s(q[b,c,n] . k[b,n//G,s] / sqrt(H) | mask[b,c,s]) v[b,n//G,s], G = N/K. Keys are
+  cached transposed ([B, K, H, S]) and values as [B, K, S, H], so both products are plain batched matmuls
+  ([G C, H] @ [H, S] and [G C, S] @ [S, H]): with the [B, S, K, H] layout XLA on CPU copied the whole cache
+  into this layout on every decode step. Scores and softmax in float32; masked slots get the float32 minimum
+  (a row with no visible slot, a padding row, averages its values instead of producing NaN).
+  """
+  b, c, n, h = q_bcnh.shape
+  kh = kT_bkhs.shape[1]
+  g = n // kh
+  q = q_bcnh.reshape(b, c, kh, g, h).transpose(0, 2, 3, 1, 4).reshape(b, kh, g * c, h)
+  s = jnp.einsum("bkqh,bkhs->bkqs", q, kT_bkhs, preferred_element_type=jnp.float32) * (h ** -0.5)
+  mask = jnp.broadcast_to(mask_bcs[:, None, None], (b, 1, g) + mask_bcs.shape[1:]).reshape(b, 1, g * c, -1)
+  s = jnp.where(mask, s, jnp.finfo(jnp.float32).min)
+  p = jax.nn.softmax(s, axis=-1).astype(v_bksh.dtype)
+  o = jnp.einsum("bkqs,bksh->bkqh", p, v_bksh)
+  return o.reshape(b, kh, g, c, h).transpose(0, 3, 1, 2, 4).reshape(b, c, n, h)
+
+
+def blockwise_causal_attention(q_btnh, k_btkh, v_btkh, mask_b1ts=None, block: int = BLOCK_Q):
+  """Exact causal attention computed per block of ``block`` queries: block [a, e) attends keys [0, e) only,
+  so the scores above the diagonal block are never formed (about half the FLOPs and saved probabilities of
+  the dense [T, T] form for T >> block). Same math as ``jax.nn.dot_product_attention(is_causal=True)``;
+  ``mask_b1ts`` (packed segments) is intersected with the causal mask. Each block is ``cached_attention``
+  over the block's key prefix (head-major layouts, plain batched matmuls): on XLA CPU a layer's forward +
+  backward at B=4, T=512 ran ~2x faster than the dense ``implementation="xla"``.
+  """
+  b, t, n, h = q_btnh.shape
+  kT = k_btkh.transpose(0, 2, 3, 1)  # [B, K, H, T]
+  v = v_btkh.transpose(0, 2, 1, 3)  # [B, K, T, H]
+  outs = []
+  for a in range(0, t, block):
+    e = min(t, a + block)
+    mask = jnp.arange(e)[None, :] <= jnp.arange(a, e)[:, None]  # [e - a, e]
+    mask = jnp.broadcast_to(mask[None], (b, e - a, e))
+    if mask_b1ts is not None:
+      mask = mask & mask_b1ts[:, 0, a:e, :e]
+    outs.append(cached_attention(q_btnh[:, a:e], kT[..., :e], v[:, :, :e], mask))
+  return jnp.concatenate(outs, axis=1) if len(outs) > 1 else outs[0]
+
+
 def _attention(cfg: Qwen3Config, p: dict[str, Any], h_btd, sin, cos, mask_b1ts, spec: AttnSpec,
                cache_kv=None, start_b=None):
   dt = cfg.jnp_dtype
@@ -101,15 +148,19 @@ def _attention(cfg: Qwen3Config, p: dict[str, Any], h_btd, sin, cos, mask_b1ts, 
   q = apply_rope(rms_norm(q, p["q_norm_lh"], cfg.rms_norm_eps), sin, cos)
   k = apply_rope(rms_norm(k, p["k_norm_lh"], cfg.rms_norm_eps), sin, cos)
   new_cache = None
-  if cache_kv is not None:
-    ck, cv = cache_kv  # [B, S, K, H]
-    write = jax.vmap(lambda c, u, s: jax.lax.dynamic_update_slice(c, u, (s, 0, 0)))
-    ck = write(ck, k.astype(ck.dtype), start_b)
-    cv = write(cv, v.astype(cv.dtype), start_b)
+  if cache_kv is None and spec.implementation == "blockwise":
+    o = blockwise_causal_attention(q, k, v, None if spec.is_causal else mask_b1ts)
+  elif cache_kv is None:
+    o = jax.nn.dot_product_attention(q, k, v, mask=mask_b1ts, is_causal=spec.is_causal,
+                                     implementation=spec.implementation)
+  else:
+    ck, cv = cache_kv  # k^T [B, K, H, S], v [B, K, S, H]
+    ck = jax.vmap(lambda c, u, s: jax.lax.dynamic_update_slice(c, u, (0, 0, s)))(
+        ck, k.transpose(0, 2, 3, 1).astype(ck.dtype), start_b)  # [B, C, K, H] -> [B, K, H, C] at slot s
+    cv = jax.vmap(lambda c, u, s: jax.lax.dynamic_update_slice(c, u, (0, s, 0)))(
+        cv, v.transpose(0, 2, 1, 3).astype(cv.dtype), start_b)  # [B, C, K, H] -> [B, K, C, H]
     new_cache = (ck, cv)
-    k, v = ck.astype(dt), cv.astype(dt)
-  o = jax.nn.dot_product_attention(q, k, v, mask=mask_b1ts, is_causal=spec.is_causal,
-                                   implementation=spec.implementation)
+    o = cached_attention(q, ck.astype(dt), cv.astype(dt), mask_b1ts[:, 0])
   b, t, n, h = o.shape
   w_o = p["o_lnhd"].astype(dt)
   d = w_o.shape[-1]
@@ -230,11 +281,11 @@ class Qwen3(nnx.Module):
 
   # -- KV cache -----------------------------------------------------------------------------------------
   def init_cache(self, batch: int, max_len: int, dtype=None) -> tuple[jax.Array, jax.Array]:
-    """Zeroed (k, v) caches of shape [L, B, S, K, H]."""
+    """Zeroed caches (k^T [L, B, K, H, S], v [L, B, K, S, H]): the layouts ``cached_attention`` reads."""
     cfg = self.cfg
-    shape = (cfg.num_hidden_layers, batch, max_len, cfg.num_key_value_heads, cfg.head_dim)
+    l, k, h = cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.head_dim
     dt = dtype or cfg.jnp_dtype
-    return jnp.zeros(shape, dt), jnp.zeros(shape, dt)
+    return jnp.zeros((l, batch, k, h, max_len), dt), jnp.zeros((l, batch, k, max_len, h), dt)
 
   def forward_cached(self, tokens_bc, start_b, cache):
     """Runs a chunk of C tokens per row at cache slots ``start_b + [0, C)``; returns (hidden [B,C,D], cache).
@@ -246,7 +297,7 @@ class Qwen3(nnx.Module):
     cfg = self.cfg
     ck, cv = cache
     c = tokens_bc.shape[1]
-    s = ck.shape[2]
+    s = ck.shape[-1]
     pos_bc = start_b[:, None] + jnp.arange(c, dtype=jnp.int32)[None]
     sin, cos = rope_sin_cos(pos_bc, cfg.head_dim, cfg.rope_theta)
     mask = (jnp.arange(s, dtype=jnp.int32)[None, None, :] <= pos_bc[:, :, None])[:, None]  # [B,1,C,S]
@@ -261,12 +312,12 @@ class Qwen3(nnx.Module):
     return rms_norm(x, self.final_norm_d[...], cfg.rms_norm_eps), (ck, cv)
 
   def forward_cached_unrolled(self, tokens_bc, start_b, layers, caches):
-    """``forward_cached`` with per-layer parameters (``split_layers``) and per-layer caches [(k, v) of
-    [B, S, K, H]], unrolled over layers. Inside a token loop this avoids slicing the stacked weights and
+    """``forward_cached`` with per-layer parameters (``split_layers``) and per-layer caches [(k^T [B, K, H, S],
+    v [B, K, S, H])], unrolled over layers. Inside a token loop this avoids slicing the stacked weights and
     rewriting the stacked cache every token (XLA on CPU copies both: ~1.6x slower decoding)."""
     cfg = self.cfg
     c = tokens_bc.shape[1]
-    s = caches[0][0].shape[1]
+    s = caches[0][0].shape[-1]
     pos_bc = start_b[:, None] + jnp.arange(c, dtype=jnp.int32)[None]
     sin, cos = rope_sin_cos(pos_bc, cfg.head_dim, cfg.rope_theta)
     mask = (jnp.arange(s, dtype=jnp.int32)[None, None, :] <= pos_bc[:, :, None])[:, None]

@@ -36,7 +36,8 @@ ACTIVATION_AXES = {
     "q_btnh": ("batch", "seq", "act_heads", None),
     "kv_btkh": ("batch", "seq", "act_heads", None),
     "logits_btv": ("batch", "seq", "act_vocab"),
-    "cache_lbskh": ("layers", "batch", "seq", "act_heads", None),
+    "cache_k_lbkhs": ("layers", "batch", "act_heads", None, "seq"),  # keys, transposed (JaxEngine)
+    "cache_v_lbksh": ("layers", "batch", "act_heads", "seq", None),
 }
 
 

@@ -1,6 +1,7 @@
 """The built-in JAX sampler: batched KV-cache sampling from a codjax Qwen3, with per-session prefix reuse.
 
-Memory layout: one KV cache ``[L, slots, S, K, H]`` (k and v). Slot 0 is scratch (padding rows of a bucketed
+Memory layout: one KV cache (k^T ``[L, slots, K, H, S]``, v ``[L, slots, K, S, H]``: see
+``codjax.models.qwen3.cached_attention``). Slot 0 is scratch (padding rows of a bucketed
 batch write there); every session (an episode) owns one slot while it is alive, and its tokens occupy
 cache positions ``[0, cached_len)`` of that slot. A request whose prompt extends the session's history only
 prefills the new suffix (the next user turn), instead of the whole conversation. With more live sessions
@@ -11,7 +12,9 @@ Each ``generate`` call:
   1. prefill the new tokens of every request in chunks of a bucketed length (jitted per (batch bucket,
      chunk bucket)), keeping the last valid hidden state of every row;
   2. decode inside one jitted ``lax.while_loop`` (no Python loop over tokens): sample, write, stop per row
-     on a stop token or its token budget, exit when all rows are done.
+     on a stop token or its token budget; the loop exits when at most half of its power-of-two batch is
+     still going, and those rows continue in the next, smaller batch (a "phase"; their last sampled token
+     is fed first), so finished rows stop costing compute (``stats["decode_phases"]`` counts phases).
 Request batches are padded to power-of-two buckets and chunk lengths to a fixed bucket list, so a new
 prompt length does not trigger a recompile. Each kernel works on the cache positions ``[0, Lb)`` only, Lb
 the power-of-two bucket (>= 128, capped at ``max_seq_len``) of the furthest position the call writes: the
@@ -22,6 +25,7 @@ not with ``max_seq_len``. Parameters are a jit argument: ``update_weights`` swap
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Sequence
 
@@ -80,8 +84,8 @@ class JaxEngine:
     if mesh is not None:
       from codjax.parallel.sharding import activation_sharding, state_shardings
 
-      sh = activation_sharding("cache_lbskh", ck.shape, mesh)
-      ck, cv = jax.device_put(ck, sh), jax.device_put(cv, sh)
+      ck = jax.device_put(ck, activation_sharding("cache_k_lbkhs", ck.shape, mesh))
+      cv = jax.device_put(cv, activation_sharding("cache_v_lbksh", cv.shape, mesh))
       self._params = jax.device_put(params, state_shardings(params, mesh))
     else:
       # commit the cache to a device so the donated outputs of later calls have the same signature
@@ -95,7 +99,8 @@ class JaxEngine:
     self._decode_fns: dict[tuple, object] = {}
     self._clock = 0
     self._anon = 0
-    self.stats = {"prefill_tokens": 0, "reused_tokens": 0, "generated_tokens": 0, "calls": 0, "evictions": 0}
+    self.stats = {"prefill_tokens": 0, "reused_tokens": 0, "generated_tokens": 0, "calls": 0, "evictions": 0,
+                  "decode_phases": 0}
 
   # -- jitted kernels ------------------------------------------------------------------------------------
   def _length_bucket(self, end: int) -> int:
@@ -107,10 +112,10 @@ class JaxEngine:
     is in the chunk (0 <= last_idx_b < C) update ``last_h_bd``."""
     model = nnx.merge(self._graphdef, params)
     ck, cv = cache
-    sub = (ck[:, slots_b, :length], cv[:, slots_b, :length])
+    sub = (ck[:, slots_b, :, :, :length], cv[:, slots_b, :, :length])
     hidden, (sk, sv) = model.forward_cached(tokens_bc, start_b, sub)
-    ck = ck.at[:, slots_b, :length].set(sk)
-    cv = cv.at[:, slots_b, :length].set(sv)
+    ck = ck.at[:, slots_b, :, :, :length].set(sk)
+    cv = cv.at[:, slots_b, :, :length].set(sv)
     c = tokens_bc.shape[1]
     take = jnp.take_along_axis(hidden, jnp.clip(last_idx_b, 0, c - 1)[:, None, None], axis=1)[:, 0]
     in_chunk = (last_idx_b >= 0) & (last_idx_b < c)
@@ -118,16 +123,17 @@ class JaxEngine:
     return (ck, cv), last_h_bd
 
   def _decode_impl(self, params, cache, slots_b, last_h_bd, start_b, budget_b, stop_ids, key, temperature,
-                   top_p, *, max_new: int, top_k: int, greedy: bool, length: int):
+                   top_p, min_active, *, max_new: int, top_k: int, greedy: bool, length: int):
     """Samples up to ``budget_b`` tokens per row inside one while_loop on cache positions [0, length)
     (rows that finished early keep writing past their end, harmlessly: such positions are never valid, and
-    dynamic_update_slice clamps writes to position length - 1, which no row reaches); returns tokens,
-    logprobs, counts."""
+    dynamic_update_slice clamps writes to position length - 1, which no row reaches). The loop also exits
+    once no more than ``min_active`` rows are still going (the caller continues them in a smaller batch);
+    returns tokens, logprobs, counts."""
     model = nnx.merge(self._graphdef, params)
     ck, cv = cache
     # per-layer weights and caches, split once outside the token loop (no per-token copies)
     layers = model.split_layers()
-    sub = [(ck[l][slots_b, :length], cv[l][slots_b, :length]) for l in range(len(layers))]
+    sub = [(ck[l][slots_b, :, :, :length], cv[l][slots_b, :, :length]) for l in range(len(layers))]
     b = slots_b.shape[0]
 
     def is_stop(tok):
@@ -142,7 +148,7 @@ class JaxEngine:
 
     def cond(state):
       i, _, _, _, _, done, _, _ = state
-      return (i < max_new) & ~jnp.all(done)
+      return (i < max_new) & (jnp.sum(~done) > min_active)
 
     def body(state):
       i, sub, tok, out_t, out_lp, done, n, key = state
@@ -158,8 +164,8 @@ class JaxEngine:
 
     state = (jnp.int32(1), sub, tok0, out_t, out_lp, done, n, key)
     _, sub, _, out_t, out_lp, _, n, _ = jax.lax.while_loop(cond, body, state)
-    ck = ck.at[:, slots_b, :length].set(jnp.stack([k for k, _ in sub]))
-    cv = cv.at[:, slots_b, :length].set(jnp.stack([v for _, v in sub]))
+    ck = ck.at[:, slots_b, :, :, :length].set(jnp.stack([k for k, _ in sub]))
+    cv = cv.at[:, slots_b, :, :length].set(jnp.stack([v for _, v in sub]))
     return (ck, cv), out_t, out_lp, n
 
   # -- sessions ------------------------------------------------------------------------------------------
@@ -230,82 +236,110 @@ class JaxEngine:
       keys.append(k)
       sessions.append(s)
     n = len(prompts)
-    bb = _pow2(n)
-    slots = np.zeros((bb,), np.int32)
-    slots[:n] = [s.slot for s in sessions]
     new = [list(p[s.cached_len:]) for p, s in zip(prompts, sessions)]
-    starts = np.zeros((bb,), np.int32)
-    starts[:n] = [s.cached_len for s in sessions]
+    slots = [s.slot for s in sessions]
     for s, p in zip(sessions, prompts):
       self.stats["reused_tokens"] += s.cached_len
       self.stats["prefill_tokens"] += len(p) - s.cached_len
-    # 1. chunked prefill of the new suffixes, rows grouped by suffix-length bucket so a short next-turn
-    #    suffix is never padded to a long one; a chunk only runs the rows that still have tokens in it
-    last_h = jnp.zeros((bb, self.cfg.hidden_size), self.cfg.jnp_dtype)
+    # 1. prefill the new suffixes
+    last_h = self._prefill_rows(slots, [s.cached_len for s in sessions], new)
+    # 2. decode in phases: a phase runs the pending rows in a power-of-two batch until at most half of it is
+    #    still going; those rows continue in the next, smaller batch (their last token is fed first). A call
+    #    whose replies have uneven lengths thus stops paying for rows that already finished.
+    budget0 = [min(self.max_seq_len - len(p), params.max_tokens) for p in prompts]
+    max_new = _pow2(max(budget0), lo=8)
+    stop = np.array(list(params.stop_token_ids) or [-1], np.int32)
+    stop = jnp.asarray(np.pad(stop, (0, _pow2(len(stop)) - len(stop)), constant_values=-1))
+    if params.seed is not None:
+      key = jax.random.key(params.seed)
+    else:
+      self._key, key = jax.random.split(self._key)
+    stops = set(params.stop_token_ids)
+    gen: list[list[int]] = [[] for _ in range(n)]
+    gen_lp: list[list[float]] = [[] for _ in range(n)]
+    pending = list(range(n))
+    while pending:
+      m, bb = len(pending), _pow2(len(pending))
+      pad = [pending[0]] * (bb - m)  # padding rows: done from the start, they write to the scratch slot 0
+      lengths = np.array([len(prompts[i]) + len(gen[i]) for i in pending] + [1] * (bb - m), np.int32)
+      budget = np.array([budget0[i] - len(gen[i]) for i in pending] + [1] * (bb - m), np.int32)
+      length = self._length_bucket(int((lengths[:m] + budget[:m]).max()))
+      key, k = jax.random.split(key)
+      slots_b = np.array([slots[i] for i in pending] + [0] * (bb - m), np.int32)
+      fn = self._decode_fn(bb, max_new, params.top_k, params.greedy, int(stop.shape[0]), length)
+      self._cache, toks, lps, counts = fn(
+          self._params, self._cache, jnp.asarray(slots_b), last_h[jnp.asarray(np.array(pending + pad, np.int32))],
+          jnp.asarray(lengths), jnp.asarray(budget), stop, k, jnp.float32(params.temperature),
+          jnp.float32(params.top_p), jnp.int32(bb // 2 if bb > 1 else 0))
+      self.stats["decode_phases"] += 1
+      toks, lps, counts = np.asarray(toks), np.asarray(lps), np.asarray(counts)
+      going = []
+      for r, i in enumerate(pending):
+        c = int(counts[r])
+        gen[i] += toks[r, :c].tolist()
+        gen_lp[i] += lps[r, :c].tolist()
+        if not (gen[i][-1] in stops or len(gen[i]) >= budget0[i]):
+          going.append(i)
+      if going:  # feed each continuing row's last sampled token: its K/V and the hidden state to sample from
+        h = self._prefill_rows([slots[i] for i in going], [len(prompts[i]) + len(gen[i]) - 1 for i in going],
+                               [[gen[i][-1]] for i in going])
+        last_h = last_h.at[jnp.asarray(np.array(going, np.int32))].set(h)
+      pending = going
+    out = []
+    for i, (p, s) in enumerate(zip(prompts, sessions)):
+      ids = gen[i]
+      finish = "stop" if ids and ids[-1] in stops else "length"
+      out.append(Completion(token_ids=ids, logprobs=gen_lp[i], finish_reason=finish))
+      self.stats["generated_tokens"] += len(ids)
+      s.tokens = list(p) + ids
+      s.cached_len = len(s.tokens) - 1  # the last sampled token was never fed back
+      if session_ids is None:
+        self.end_session(keys[i])
+    return out
+
+  def _decode_fn(self, bb: int, max_new: int, top_k: int, greedy: bool, n_stop: int, length: int):
+    """The jitted decode kernel for these static shapes (compiled once per signature)."""
+    sig = (bb, max_new, top_k, greedy, n_stop, length)
+    if sig not in self._decode_fns:
+      self._decode_fns[sig] = jax.jit(functools.partial(self._decode_impl, max_new=max_new, top_k=top_k,
+                                                        greedy=greedy, length=length), donate_argnums=(1,))
+    return self._decode_fns[sig]
+
+  def _prefill_rows(self, slots: Sequence[int], starts: Sequence[int], suffixes: Sequence[Sequence[int]]):
+    """Writes ``suffixes[r]`` into cache slot ``slots[r]`` from position ``starts[r]`` and returns the last
+    token's final hidden state per row [R, D]. Chunks of a bucketed length; rows are grouped by suffix-length
+    bucket so a short next-turn suffix is never padded to a long one, and a chunk runs only the rows that
+    still have tokens in it."""
+    last_h = jnp.zeros((len(suffixes), self.cfg.hidden_size), self.cfg.jnp_dtype)
     groups: dict[int, list[int]] = {}
-    for i, x in enumerate(new):
+    for i, x in enumerate(suffixes):
       groups.setdefault(_bucket(len(x), self.chunk_buckets), []).append(i)
     for rows in groups.values():
       done_tokens = 0
-      longest = max(len(new[i]) for i in rows)
+      longest = max(len(suffixes[i]) for i in rows)
       while done_tokens < longest:
-        active = [i for i in rows if len(new[i]) > done_tokens]
-        c = _bucket(max(len(new[i]) for i in active) - done_tokens, self.chunk_buckets)
+        active = [i for i in rows if len(suffixes[i]) > done_tokens]
+        c = _bucket(max(len(suffixes[i]) for i in active) - done_tokens, self.chunk_buckets)
         c = min(c, self.max_seq_len - max(int(starts[i]) + done_tokens for i in active))
         ba = _pow2(len(active))
         chunk = np.zeros((ba, c), np.int32)
         last_idx = np.full((ba,), -1, np.int32)
         cstart = np.zeros((ba,), np.int32)
-        slots_a = np.zeros((ba,), np.int32)
+        slots_a = np.zeros((ba,), np.int32)  # padding rows write to the scratch slot 0
         for r, i in enumerate(active):
-          piece = new[i][done_tokens:done_tokens + c]
+          piece = suffixes[i][done_tokens:done_tokens + c]
           chunk[r, :len(piece)] = piece
           cstart[r] = starts[i] + done_tokens
           slots_a[r] = slots[i]
-          if done_tokens <= len(new[i]) - 1 < done_tokens + c:
-            last_idx[r] = len(new[i]) - 1 - done_tokens
+          if done_tokens <= len(suffixes[i]) - 1 < done_tokens + c:
+            last_idx[r] = len(suffixes[i]) - 1 - done_tokens
         idx = jnp.asarray(np.array(active + [active[0]] * (ba - len(active)), np.int32))
         self._cache, h = self._prefill_fn(self._params, self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
                                           jnp.asarray(cstart), jnp.asarray(last_idx), last_h[idx],
                                           length=self._length_bucket(int(cstart.max()) + c))
         last_h = last_h.at[idx[:len(active)]].set(h[:len(active)])
         done_tokens += c
-    slots_j = jnp.asarray(slots)
-    # 2. decode
-    lengths = np.array([len(p) for p in prompts] + [1] * (bb - n), np.int32)
-    room = self.max_seq_len - lengths
-    budget = np.minimum(room, params.max_tokens).astype(np.int32)
-    budget[n:] = 1
-    max_new = _pow2(int(budget[:n].max()), lo=8)
-    stop = np.array(list(params.stop_token_ids) or [-1], np.int32)
-    stop = np.pad(stop, (0, _pow2(len(stop)) - len(stop)), constant_values=-1)
-    if params.seed is not None:
-      key = jax.random.key(params.seed)
-    else:
-      self._key, key = jax.random.split(self._key)
-    length = self._length_bucket(int((lengths[:n] + budget[:n]).max()))
-    sig = (bb, max_new, params.top_k, params.greedy, len(stop), length)
-    if sig not in self._decode_fns:
-      self._decode_fns[sig] = jax.jit(
-          lambda *a, max_new=max_new, top_k=params.top_k, greedy=params.greedy, length=length: self._decode_impl(
-              *a, max_new=max_new, top_k=top_k, greedy=greedy, length=length), donate_argnums=(1,))
-    self._cache, toks, lps, counts = self._decode_fns[sig](
-        self._params, self._cache, slots_j, last_h, jnp.asarray(lengths), jnp.asarray(budget),
-        jnp.asarray(stop), key, jnp.float32(params.temperature), jnp.float32(params.top_p))
-    toks, lps, counts = np.asarray(toks), np.asarray(lps), np.asarray(counts)
-    out = []
-    stops = set(params.stop_token_ids)
-    for i, (p, s) in enumerate(zip(prompts, sessions)):
-      k = int(counts[i])
-      ids = toks[i, :k].tolist()
-      finish = "stop" if ids and ids[-1] in stops else "length"
-      out.append(Completion(token_ids=ids, logprobs=lps[i, :k].tolist(), finish_reason=finish))
-      self.stats["generated_tokens"] += k
-      s.tokens = list(p) + ids
-      s.cached_len = len(s.tokens) - 1  # the last sampled token was never fed back
-      if session_ids is None:
-        self.end_session(keys[i])
-    return out
+    return last_h
 
   def update_weights(self, model) -> None:
     """Uses (a copy of) the given model's parameters from now on; cached sessions are invalidated. The copy

@@ -12,10 +12,10 @@ Rows of the plan (bytes per device):
   with ``train.num_microbatches`` > 1 (the scan's accumulator plus the current microbatch's gradients).
 * optimizer state: the optax state of ``make_optimizer`` (AdamW keeps mu and nu in the parameter dtype).
 * activations of the train step for one microbatch (formula below).
-* rollout engine: ``jax``: the KV cache ([L, slots, S, K, H] for k and v, sharded as ``cache_lbskh``, slots
-  rounded up to a multiple of data * fsdp, S = max prompt + max response + 1) plus the engine's copy of the
-  parameters; ``vllm``: ``gpu_memory_utilization`` x device memory on the device(s) vLLM runs on (its
-  weights and KV cache live inside that reservation).
+* rollout engine: ``jax``: the KV cache (k^T [L, slots, K, H, S] and v [L, slots, K, S, H], sharded as
+  ``cache_k_lbkhs`` / ``cache_v_lbksh``, slots rounded up to a multiple of data * fsdp, S = max prompt + max
+  response + 1) plus the engine's copy of the parameters; ``vllm``: ``gpu_memory_utilization`` x device
+  memory on the device(s) vLLM runs on (its weights and KV cache live inside that reservation).
 
 Evaluation configs (``total_steps`` 0) have no gradient or activation rows; their optimizer state is still
 counted because the Trainer allocates it when it starts.
@@ -28,8 +28,9 @@ the tensor size when it divides them:
   e   = a (4D + 3NH + 3KH + 3F) + s      bytes one layer keeps per token for its backward pass: the layer
         input, two RMSNorm outputs, the post-attention residual, raw and normed/rotated q and k, v, the
         attention output, gate, up and silu(gate) * up; s = N T (a + 4) for ``attention_impl="xla"`` (the
-        [N, T, T] probabilities in the compute dtype plus softmax's float32 output), s = 4N for ``cudnn``
-        (flash attention keeps a float32 logsumexp per head)
+        [N, T, T] probabilities in the compute dtype plus softmax's float32 output), s = N (T + B) / 2 (a + 4)
+        for ``blockwise`` (query blocks of B = 128 keep only their key prefix), s = 4N for ``cudnn`` (flash
+        attention keeps a float32 logsumexp per head)
   saved layers   remat none: L n e;  dots: L n a (3D + NH + 2KH + 2F) (the layer input and the outputs of
                  the weight matmuls);  full: L n a D (the layer inputs the scan keeps)
   working layer  n e (cotangents of one layer) for remat none; 2 n e (one layer recomputed plus its
@@ -67,6 +68,7 @@ from jax.sharding import AbstractMesh, AxisType, NamedSharding
 
 from codjax.models import Qwen3Config, abstract_model, preset
 from codjax.models.config import DTYPES, PRESETS
+from codjax.models.qwen3 import BLOCK_Q
 from codjax.parallel.mesh import MESH_AXES
 from codjax.parallel.sharding import ACTIVATION_AXES, logical_to_spec, state_shardings
 from codjax.rl.batch import _row_bucket
@@ -152,7 +154,12 @@ def activation_bytes(arch: Qwen3Config, rows: int, seq_len: int, tp: int, vocab_
   n_h, k_h, f = _div(arch.num_attention_heads, tp), _div(arch.num_key_value_heads, tp), _div(arch.intermediate_size, tp)
   t = seq_len
   n = rows * t
-  s = n_h * t * (a + 4) if arch.attention_impl == "xla" else 4 * n_h
+  if arch.attention_impl == "xla":
+    s = n_h * t * (a + 4)
+  elif arch.attention_impl == "blockwise":  # a query attends (T + block) / 2 keys on average
+    s = int(n_h * (t + min(t, BLOCK_Q)) / 2 * (a + 4))
+  else:
+    s = 4 * n_h
   e = a * (4 * d + 3 * n_h * h + 3 * k_h * h + 3 * f) + s
   if arch.remat == "none":
     saved, work = l * n * e, n * e
@@ -237,8 +244,8 @@ def plan(cfg, *, devices: int | None = None, model_preset: str | None = None, ro
   if r.engine == "jax":
     slots = -(-(int(r.max_slots) + 1) // shards) * shards
     s_len = int(r.max_prompt_tokens) + int(r.max_response_tokens) + 1
-    shape = (arch.num_hidden_layers, slots, s_len, arch.num_key_value_heads, arch.head_dim)
-    spec = logical_to_spec(ACTIVATION_AXES["cache_lbskh"], shape, mesh)
+    shape = (arch.num_hidden_layers, slots, arch.num_key_value_heads, arch.head_dim, s_len)
+    spec = logical_to_spec(ACTIVATION_AXES["cache_k_lbkhs"], shape, mesh)  # v: same size, same split
     kv = 2 * math.prod(NamedSharding(mesh, spec).shard_shape(shape)) * np.dtype(DTYPES[arch.dtype]).itemsize
     engine[f"jax engine KV cache ({slots} slots x {s_len})"] = int(kv)
     engine["jax engine parameter copy"] = p_bytes

@@ -104,7 +104,10 @@ def test_sharded_engine_matches_unsharded(model, engine):
   sharded = JaxEngine(model, max_slots=8, max_seq_len=256, mesh=mesh)
   g = SamplingParams(temperature=0.0, max_tokens=8)
   assert [c.token_ids for c in sharded.generate(PROMPTS, g)] == [c.token_ids for c in engine.generate(PROMPTS, g)]
-  assert sharded._cache[0].sharding.spec == jax.sharding.PartitionSpec(None, ("data", "fsdp"), None, "tensor")
+  # slots over (data, fsdp), kv heads over tensor: k^T [L, slots, K, H, S], v [L, slots, K, S, H]
+  want = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, ("data", "fsdp"), "tensor", None, None))
+  for c in sharded._cache:
+    assert c.sharding.is_equivalent_to(want, c.ndim), c.sharding.spec
 
 
 def test_update_weights_changes_outputs_and_restores(model, engine, tiny_ckpt):
@@ -139,3 +142,28 @@ def test_more_sessions_than_slots_evicts_lru_and_stays_exact(model):
     assert [x.token_ids for x in a] == [y.token_ids for y in b]
     hist = [h + x.token_ids + [70 + turn] for h, x in zip(hist, a)]
   assert small.stats["evictions"] > 0 and big.stats["evictions"] == 0
+
+
+
+def test_decode_phases_continue_long_rows_exactly(model):
+  """Rows whose replies end early leave the batch (the loop exits once at most half of it is still going)
+  and the rest continue in a smaller batch: tokens and logprobs equal those of one uninterrupted decode, and
+  sampled logprobs still match the trainer's forward at every position."""
+  eng = JaxEngine(model, max_slots=8, max_seq_len=256, seed=0)
+  prompts = [[5, 17, 99], [300, 12, 8, 4], list(range(20, 45)), [7] * 9, [11, 250, 3], [90, 91]]
+  free = eng.generate(prompts, SamplingParams(temperature=0.0, max_tokens=24))
+  # stopping on rows 0-2's first tokens ends those rows after one token: the batch of 8 drops to 3 live rows,
+  # which finish in a second phase with a batch of 4
+  stops = tuple({f.token_ids[0] for f in free[:3]})
+  assert not any(t in f.token_ids for t in stops for f in free[3:])
+  before = eng.stats["decode_phases"]
+  got = eng.generate(prompts, SamplingParams(temperature=0.0, max_tokens=24, stop_token_ids=stops))
+  assert eng.stats["decode_phases"] - before == 2
+  for i, (c, f) in enumerate(zip(got, free)):
+    k = 1 if i < 3 else 24
+    assert c.token_ids == f.token_ids[:k] and c.finish_reason == ("stop" if i < 3 else "length")
+    np.testing.assert_allclose(c.logprobs, f.logprobs[:k], atol=1e-5)
+  comps = eng.generate(prompts, SamplingParams(temperature=1.0, max_tokens=20, seed=5, stop_token_ids=stops))
+  for p, c in zip(prompts, comps):
+    lp, _ = shifted_token_logprobs(model, jnp.asarray([p + c.token_ids]), temperature=1.0)
+    np.testing.assert_allclose(np.asarray(lp[0, len(p):]), c.logprobs, atol=1e-4)
