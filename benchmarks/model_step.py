@@ -86,12 +86,14 @@ def bench_train(cfg, ours, theirs, rng) -> list[list[object]]:
   import torch.nn.functional as F
   from flax import nnx
 
+  from codjax.models import abstract_model
+
   b, t = _BATCH.value, _SEQ.value
   ids = rng.integers(0, cfg.vocab_size, (b, t))
-  graphdef, params = nnx.split(ours)
+  params = nnx.split(ours)[1]
 
   def make_step(impl: str):
-    gdef = nnx.split(type(ours)(cfg.replace(attention_impl=impl), rngs=nnx.Rngs(0)))[0]  # same params, impl
+    gdef = nnx.split(abstract_model(cfg.replace(attention_impl=impl)))[0]  # the same params under this impl
 
     def loss_fn(params, tokens):
       # Both sides drop the last position before the lm_head (slicing the [B, T, V] logits instead copies

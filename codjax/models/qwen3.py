@@ -287,6 +287,13 @@ class Qwen3(nnx.Module):
     dt = dtype or cfg.jnp_dtype
     return jnp.zeros((l, batch, k, h, max_len), dt), jnp.zeros((l, batch, k, max_len, h), dt)
 
+  def _chunk_inputs(self, c: int, start_b, s: int):
+    """RoPE tables and the [B, 1, C, S] mask (query slot start_b + i sees key slots <= it) of a cached chunk."""
+    pos_bc = start_b[:, None] + jnp.arange(c, dtype=jnp.int32)[None]
+    sin, cos = rope_sin_cos(pos_bc, self.cfg.head_dim, self.cfg.rope_theta)
+    mask = (jnp.arange(s, dtype=jnp.int32)[None, None, :] <= pos_bc[:, :, None])[:, None]
+    return sin, cos, mask, AttnSpec(False, self.cfg.attention_impl)
+
   def forward_cached(self, tokens_bc, start_b, cache):
     """Runs a chunk of C tokens per row at cache slots ``start_b + [0, C)``; returns (hidden [B,C,D], cache).
 
@@ -296,12 +303,7 @@ class Qwen3(nnx.Module):
     """
     cfg = self.cfg
     ck, cv = cache
-    c = tokens_bc.shape[1]
-    s = ck.shape[-1]
-    pos_bc = start_b[:, None] + jnp.arange(c, dtype=jnp.int32)[None]
-    sin, cos = rope_sin_cos(pos_bc, cfg.head_dim, cfg.rope_theta)
-    mask = (jnp.arange(s, dtype=jnp.int32)[None, None, :] <= pos_bc[:, :, None])[:, None]  # [B,1,C,S]
-    spec = AttnSpec(False, cfg.attention_impl)
+    sin, cos, mask, spec = self._chunk_inputs(tokens_bc.shape[1], start_b, ck.shape[-1])
 
     def body(x, xs):
       p, k_l, v_l = xs
@@ -316,12 +318,7 @@ class Qwen3(nnx.Module):
     v [B, K, S, H])], unrolled over layers. Inside a token loop this avoids slicing the stacked weights and
     rewriting the stacked cache every token (XLA on CPU copies both: ~1.6x slower decoding)."""
     cfg = self.cfg
-    c = tokens_bc.shape[1]
-    s = caches[0][0].shape[-1]
-    pos_bc = start_b[:, None] + jnp.arange(c, dtype=jnp.int32)[None]
-    sin, cos = rope_sin_cos(pos_bc, cfg.head_dim, cfg.rope_theta)
-    mask = (jnp.arange(s, dtype=jnp.int32)[None, None, :] <= pos_bc[:, :, None])[:, None]
-    spec = AttnSpec(False, cfg.attention_impl)
+    sin, cos, mask, spec = self._chunk_inputs(tokens_bc.shape[1], start_b, caches[0][0].shape[-1])
     x = self.embed(tokens_bc)
     new = []
     for p, kv in zip(layers, caches):

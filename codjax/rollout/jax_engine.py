@@ -235,17 +235,33 @@ class JaxEngine:
       busy.add(k)
       keys.append(k)
       sessions.append(s)
-    n = len(prompts)
     new = [list(p[s.cached_len:]) for p, s in zip(prompts, sessions)]
     slots = [s.slot for s in sessions]
     for s, p in zip(sessions, prompts):
       self.stats["reused_tokens"] += s.cached_len
       self.stats["prefill_tokens"] += len(p) - s.cached_len
-    # 1. prefill the new suffixes
+    # 1. prefill the new suffixes; 2. decode in phases
     last_h = self._prefill_rows(slots, [s.cached_len for s in sessions], new)
-    # 2. decode in phases: a phase runs the pending rows in a power-of-two batch until at most half of it is
-    #    still going; those rows continue in the next, smaller batch (their last token is fed first). A call
-    #    whose replies have uneven lengths thus stops paying for rows that already finished.
+    gen, gen_lp = self._decode_rows(prompts, slots, last_h, params)
+    stops = set(params.stop_token_ids)
+    out = []
+    for i, (p, s) in enumerate(zip(prompts, sessions)):
+      ids = gen[i]
+      finish = "stop" if ids and ids[-1] in stops else "length"
+      out.append(Completion(token_ids=ids, logprobs=gen_lp[i], finish_reason=finish))
+      self.stats["generated_tokens"] += len(ids)
+      s.tokens = list(p) + ids
+      s.cached_len = len(s.tokens) - 1  # the last sampled token was never fed back
+      if session_ids is None:
+        self.end_session(keys[i])
+    return out
+
+  def _decode_rows(self, prompts, slots: Sequence[int], last_h, params: SamplingParams):
+    """Samples every row's reply from its last hidden state ``last_h[r]`` (the prompt is in cache slot
+    ``slots[r]``); returns (token ids, logprobs) per row. Decoding runs in phases: a phase runs the pending
+    rows in a power-of-two batch until at most half of it is still going; those rows continue in the next,
+    smaller batch (their last token is fed first), so a call whose replies have uneven lengths stops paying
+    for rows that already finished."""
     budget0 = [min(self.max_seq_len - len(p), params.max_tokens) for p in prompts]
     max_new = _pow2(max(budget0), lo=8)
     stop = np.array(list(params.stop_token_ids) or [-1], np.int32)
@@ -255,6 +271,7 @@ class JaxEngine:
     else:
       self._key, key = jax.random.split(self._key)
     stops = set(params.stop_token_ids)
+    n = len(prompts)
     gen: list[list[int]] = [[] for _ in range(n)]
     gen_lp: list[list[float]] = [[] for _ in range(n)]
     pending = list(range(n))
@@ -285,17 +302,7 @@ class JaxEngine:
                                [[gen[i][-1]] for i in going])
         last_h = last_h.at[jnp.asarray(np.array(going, np.int32))].set(h)
       pending = going
-    out = []
-    for i, (p, s) in enumerate(zip(prompts, sessions)):
-      ids = gen[i]
-      finish = "stop" if ids and ids[-1] in stops else "length"
-      out.append(Completion(token_ids=ids, logprobs=gen_lp[i], finish_reason=finish))
-      self.stats["generated_tokens"] += len(ids)
-      s.tokens = list(p) + ids
-      s.cached_len = len(s.tokens) - 1  # the last sampled token was never fed back
-      if session_ids is None:
-        self.end_session(keys[i])
-    return out
+    return gen, gen_lp
 
   def _decode_fn(self, bb: int, max_new: int, top_k: int, greedy: bool, n_stop: int, length: int):
     """The jitted decode kernel for these static shapes (compiled once per signature)."""
