@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
+import resource
 import statistics
 import time
 from typing import Callable, Sequence
@@ -48,10 +50,13 @@ def set_torch_threads(n: int) -> None:
 
 @dataclasses.dataclass
 class Timings:
-  """Per-round wall-clock and process-CPU seconds of one runner."""
+  """Per-round wall-clock and process-CPU seconds of one runner, with the kernel's share of that CPU time
+  (``sys``) and the minor page faults of the round (``faults``: first touches of freshly mapped memory)."""
 
   wall: list[float] = dataclasses.field(default_factory=list)
   cpu: list[float] = dataclasses.field(default_factory=list)
+  sys: list[float] = dataclasses.field(default_factory=list)
+  faults: list[int] = dataclasses.field(default_factory=list)
 
   @property
   def wall_median(self) -> float:
@@ -60,6 +65,14 @@ class Timings:
   @property
   def cpu_median(self) -> float:
     return statistics.median(self.cpu)
+
+  @property
+  def sys_median(self) -> float:
+    return statistics.median(self.sys) if self.sys else float("nan")
+
+  @property
+  def faults_median(self) -> float:
+    return statistics.median(self.faults) if self.faults else float("nan")
 
 
 def timed(fn: Callable[[], object], sync: Callable[[object], object]) -> tuple[float, float]:
@@ -95,19 +108,56 @@ def interleaved(runners: dict[str, tuple[Callable[[], object], Callable[[object]
   times = {name: Timings() for name in names}
   for r in range(rounds):
     for name in (names if r % 2 == 0 else names[::-1]):
+      u0 = resource.getrusage(resource.RUSAGE_SELF)
       wall, cpu = timed(*runners[name])
+      u1 = resource.getrusage(resource.RUSAGE_SELF)
       times[name].wall.append(wall)
       times[name].cpu.append(cpu)
+      times[name].sys.append(u1.ru_stime - u0.ru_stime)
+      times[name].faults.append(u1.ru_minflt - u0.ru_minflt)
   return times
 
 
-HEADER = ("workload", "impl", "wall s", "CPU s", "tokens/s", "vs torch (wall)", "vs torch (CPU)", "check")
+HEADER = ("workload", "impl", "wall s", "CPU s", "sys s", "page faults", "tokens/s", "vs torch (wall)",
+          "vs torch (CPU)", "check")
 
 
 def row(workload: str, impl: str, t: Timings, peer: Timings, tokens: int, check: str = "") -> list[object]:
-  """A table row: medians, tokens/s by wall clock, and peer/this time ratios (> 1: faster than the peer)."""
-  return [workload, impl, t.wall_median, t.cpu_median, tokens / t.wall_median, peer.wall_median / t.wall_median,
-          peer.cpu_median / t.cpu_median, check]
+  """A table row: medians (wall, process CPU, its kernel part, minor page faults per call), tokens/s by wall
+  clock, and peer/this time ratios (> 1: faster than the peer)."""
+  return [workload, impl, t.wall_median, t.cpu_median, t.sys_median, f"{int(t.faults_median):,}",
+          tokens / t.wall_median, peer.wall_median / t.wall_median, peer.cpu_median / t.cpu_median, check]
+
+
+def host_line() -> str:
+  """CPU model, vector ISA, cores and memory of this machine, and torch's CPU kernel level when torch is
+  loaded: the codjax/torch ratios depend on the host (for example AVX2-only vs AVX-512 hosts)."""
+  model, flags = platform.processor() or "?", set()
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        key, _, val = line.partition(":")
+        if key.strip() == "model name":
+          model = val.strip()
+        elif key.strip() == "flags":
+          flags = set(val.split())
+          break
+  except OSError:
+    pass
+  isa = next((x for x in ("avx512f", "avx2", "avx", "sse4_2") if x in flags), "?")
+  extra = [x for x in ("avx512_bf16", "amx_tile") if x in flags]
+  line = f"# host: {model}, {isa}{''.join(' +' + x for x in extra)}, {len(os.sched_getaffinity(0))} cores"
+  try:
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    line += f", {mem:.0f} GiB"
+  except (ValueError, OSError):
+    pass
+  import sys
+
+  if "torch" in sys.modules:
+    torch = sys.modules["torch"]
+    line += f"; torch {torch.__version__} cpu capability {torch.backends.cpu.get_cpu_capability()}"
+  return line
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:

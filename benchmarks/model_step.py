@@ -33,7 +33,10 @@ import tempfile
 from absl import app
 from absl import flags
 
-from common import HEADER, interleaved, jax_sync, no_sync, pin_threads, print_table, row, set_torch_threads
+from codjax.train import host_allocator
+
+from common import (HEADER, host_line, interleaved, jax_sync, no_sync, pin_threads, print_table, row,
+                    set_torch_threads)
 
 _HIDDEN = flags.DEFINE_integer("hidden", 512, "hidden_size")
 _LAYERS = flags.DEFINE_integer("layers", 8, "num_hidden_layers")
@@ -57,6 +60,7 @@ _ATTN = flags.DEFINE_enum("attention", "blockwise", ["xla", "blockwise"], "codja
                           "(decode, prefill); the train part times both CPU choices")
 _TORCH_ATTN = flags.DEFINE_string("torch_attn", "sdpa", "transformers attn_implementation")
 _SEED = flags.DEFINE_integer("seed", 0, "weights and data seed")
+_HOST_ALLOCATOR = host_allocator.define_flag()  # applies to both frameworks (same process)
 
 
 def build_models(dtype: str):
@@ -219,6 +223,7 @@ def bench_decode(cfg, ours, theirs, rng) -> list[list[object]]:
 def main(argv):
   del argv
   threads = pin_threads(_THREADS.value)
+  alloc = host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)
   set_torch_threads(threads)
   import jax
   import numpy as np
@@ -231,6 +236,7 @@ def main(argv):
         f"{cfg.intermediate_size}, vocab {cfg.vocab_size}, tied={cfg.tie_word_embeddings}), "
         f"codjax attention_impl={cfg.attention_impl}, "
         f"rounds={_ROUNDS.value} (median)")
+  print(host_line() + f"; host allocator {_HOST_ALLOCATOR.value}: {alloc[1]}")
   rows = []
   if "train" in _PARTS.value:
     rows += bench_train(cfg, ours, theirs, rng)

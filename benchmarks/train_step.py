@@ -35,7 +35,10 @@ import tempfile
 from absl import app
 from absl import flags
 
-from common import HEADER, interleaved, jax_sync, mib, no_sync, pin_threads, print_table, row, set_torch_threads
+from codjax.train import host_allocator
+
+from common import (HEADER, host_line, interleaved, jax_sync, mib, no_sync, pin_threads, print_table, row,
+                    set_torch_threads)
 
 _HIDDEN = flags.DEFINE_integer("hidden", 512, "hidden_size")
 _LAYERS = flags.DEFINE_integer("layers", 8, "num_hidden_layers")
@@ -56,6 +59,7 @@ _THREADS = flags.DEFINE_integer("threads", None, "cores for both frameworks (def
 _PARTS = flags.DEFINE_list("parts", ["speed", "memory"], "speed, memory")
 _TORCH_ATTN = flags.DEFINE_string("torch_attn", "sdpa", "transformers attn_implementation")
 _SEED = flags.DEFINE_integer("seed", 0, "weights and data seed")
+_HOST_ALLOCATOR = host_allocator.define_flag()  # applies to both frameworks (same process)
 _MEM_VOCAB = flags.DEFINE_integer("mem_vocab", 151936, "memory part: vocabulary (Qwen3's)")
 _MEM_HIDDEN = flags.DEFINE_integer("mem_hidden", 256, "memory part: hidden size")
 _MEM_BATCH = flags.DEFINE_integer("mem_batch", 4, "memory part: rows")
@@ -233,6 +237,7 @@ def bench_memory() -> list[list[object]]:
 def main(argv):
   del argv
   threads = pin_threads(_THREADS.value)
+  alloc = host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)
   set_torch_threads(threads)
   import jax
   import numpy as np
@@ -241,6 +246,9 @@ def main(argv):
   print(f"# jax {jax.__version__} ({jax.devices()[0].platform}), threads={threads}, rounds={_ROUNDS.value} "
         f"(median); model hidden {_HIDDEN.value}, layers {_LAYERS.value}, heads {_HEADS.value}/"
         f"{_KV_HEADS.value}x{_HEAD_DIM.value}, mlp {_MLP.value}, vocab {_VOCAB.value}, tied={_TIED.value}, fp32")
+  import torch  # noqa: F401  (loaded for host_line's torch CPU capability)
+
+  print(host_line() + f"; host allocator {_HOST_ALLOCATOR.value}: {alloc[1]}")
   if "speed" in _PARTS.value:
     print_table(HEADER, bench_speed(rng))
   if "memory" in _PARTS.value:

@@ -39,6 +39,8 @@ import time
 from absl import app, flags
 from ml_collections import config_flags
 
+from codjax.train import host_allocator
+
 ENGINES = ("jax", "vllm", "openai", "expert", "random")
 UNBOUNDED = 1 << 40
 
@@ -54,6 +56,7 @@ _RANDOM_FRAC = flags.DEFINE_float("expert_random_frac", 0.0, "expert: answer thi
                                   "the random policy (the SFT teacher of sft.expert_random_frac)")
 _TOKENIZER = flags.DEFINE_string("tokenizer", "", "text policies: tokenizer directory for token counts "
                                  "(default: model.path when it holds one)")
+_HOST_ALLOCATOR = host_allocator.define_flag()
 
 
 def sampling_params(cfg):
@@ -196,6 +199,7 @@ def evaluate(cfg, engine_name: str) -> tuple[dict, dict]:
 
 def main(argv):
   del argv
+  host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)  # before JAX starts its threads
   cfg = _CONFIG.value
   engine_name = _ENGINE.value or str(cfg.rollout.engine)
   results, meta = evaluate(cfg, engine_name)

@@ -9,12 +9,16 @@ import os
 from absl import app, flags
 from ml_collections import config_flags
 
+from codjax.train import host_allocator
+
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment config file", lock_config=True)
 _OUT = flags.DEFINE_string("out", "", "output HF directory (default: <run_dir>/sft_model)")
+_HOST_ALLOCATOR = host_allocator.define_flag()
 
 
 def main(argv):
   del argv
+  host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)  # before JAX starts its threads
   from absl import logging
 
   if not flags.FLAGS["verbosity"].present:

@@ -7,13 +7,17 @@ metrics.jsonl, TensorBoard events, eval/*.json and orbax checkpoints into ``conf
 from absl import app, flags
 from ml_collections import config_flags
 
+from codjax.train import host_allocator
+
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment config file", lock_config=True)
 _RESUME = flags.DEFINE_boolean("resume", False, "continue from the latest checkpoint in run_dir")
 _EXPORT = flags.DEFINE_string("export_hf", "", "after the run, export the policy to this HF directory")
+_HOST_ALLOCATOR = host_allocator.define_flag()
 
 
 def main(argv):
   del argv
+  host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)  # before JAX starts its threads
   from absl import logging
 
   if not flags.FLAGS["verbosity"].present:
