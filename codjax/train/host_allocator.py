@@ -9,8 +9,8 @@ its whole scratch space as new pages: 0.5M minor page faults per step there, 1.3
 ``keep_freed_memory()`` sets three glibc ``mallopt`` parameters: one arena (``M_ARENA_MAX = 1``: every thread
 allocates from the main heap, which can grow to any size), no ``mmap`` for large blocks (``M_MMAP_MAX = 0``)
 and no trimming of the heap top (``M_TRIM_THRESHOLD`` = SIZE_MAX). Blocks freed by one call are then reused
-by the next one: after 2-3 warm-up calls the step above runs with no page faults at all, ~10 % faster in
-wall time. The cost is that the process keeps its peak heap (RSS never shrinks) and that all threads share
+by the next one: after 2-3 warm-up calls the step above runs with no page faults at all, 1.1-1.45x faster
+in wall time (``benchmarks/README.md``, "Fourth re-run"; results are bit-identical). The cost is that the process keeps its peak heap (RSS never shrinks) and that all threads share
 one allocator lock, which is why it is applied to CPU runs only (``policy="auto"``).
 
 It must run before JAX creates its CPU thread pools (first device query or computation): threads that
