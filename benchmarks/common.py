@@ -24,6 +24,7 @@ import os
 import platform
 import resource
 import statistics
+import sys
 import time
 from typing import Callable, Sequence
 
@@ -75,11 +76,17 @@ class Timings:
     return statistics.median(self.faults) if self.faults else float("nan")
 
 
+def timed_usage(fn: Callable[[], object], sync: Callable[[object], object]) -> tuple[float, float, float, int]:
+  """(wall seconds, process CPU seconds, kernel CPU seconds, minor page faults) of one ``sync(fn())``."""
+  u0, w0, c0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter(), time.process_time()
+  sync(fn())
+  w1, c1, u1 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
+  return w1 - w0, c1 - c0, u1.ru_stime - u0.ru_stime, u1.ru_minflt - u0.ru_minflt
+
+
 def timed(fn: Callable[[], object], sync: Callable[[object], object]) -> tuple[float, float]:
   """(wall seconds, process CPU seconds) of one ``sync(fn())``."""
-  w0, c0 = time.perf_counter(), time.process_time()
-  sync(fn())
-  return time.perf_counter() - w0, time.process_time() - c0
+  return timed_usage(fn, sync)[:2]
 
 
 def jax_sync(x):
@@ -108,13 +115,11 @@ def interleaved(runners: dict[str, tuple[Callable[[], object], Callable[[object]
   times = {name: Timings() for name in names}
   for r in range(rounds):
     for name in (names if r % 2 == 0 else names[::-1]):
-      u0 = resource.getrusage(resource.RUSAGE_SELF)
-      wall, cpu = timed(*runners[name])
-      u1 = resource.getrusage(resource.RUSAGE_SELF)
+      wall, cpu, kernel, faults = timed_usage(*runners[name])
       times[name].wall.append(wall)
       times[name].cpu.append(cpu)
-      times[name].sys.append(u1.ru_stime - u0.ru_stime)
-      times[name].faults.append(u1.ru_minflt - u0.ru_minflt)
+      times[name].sys.append(kernel)
+      times[name].faults.append(faults)
   return times
 
 
@@ -152,8 +157,6 @@ def host_line() -> str:
     line += f", {mem:.0f} GiB"
   except (ValueError, OSError):
     pass
-  import sys
-
   if "torch" in sys.modules:
     torch = sys.modules["torch"]
     line += f"; torch {torch.__version__} cpu capability {torch.backends.cpu.get_cpu_capability()}"

@@ -10,8 +10,8 @@ its whole scratch space as new pages: 0.5M minor page faults per step there, 1.3
 allocates from the main heap, which can grow to any size), no ``mmap`` for large blocks (``M_MMAP_MAX = 0``)
 and no trimming of the heap top (``M_TRIM_THRESHOLD`` = SIZE_MAX). Blocks freed by one call are then reused
 by the next one: after 2-3 warm-up calls the step above runs with no page faults at all, 1.1-1.45x faster
-in wall time (``benchmarks/README.md``, "Fourth re-run"; results are bit-identical). The cost is that the process keeps its peak heap (RSS never shrinks) and that all threads share
-one allocator lock, which is why it is applied to CPU runs only (``policy="auto"``).
+in wall time (``benchmarks/README.md``, "Fourth re-run"; results are bit-identical). The cost is that the process keeps
+its peak heap (RSS never shrinks) and that all threads share one allocator lock, which is why it is applied to CPU runs only (``policy="auto"``).
 
 It must run before JAX creates its CPU thread pools (first device query or computation): threads that
 already own an arena keep it. Launch scripts call it first thing in ``main``.
@@ -22,7 +22,9 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import pkgutil
 import platform
+from importlib.metadata import entry_points
 
 POLICIES = ("auto", "keep", "system")
 ENV_VAR = "CODJAX_HOST_ALLOCATOR"  # overrides the policy passed in (e.g. "system" to opt out everywhere)
@@ -32,9 +34,19 @@ M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
 M_ARENA_MAX = -8
 
-_ACCELERATOR_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin", "jax_rocm7_plugin",
-                        "libtpu")
 _applied = False
+
+
+def _accelerator_plugins() -> list[str]:
+  """The PJRT plugins JAX would load (found as ``jax._src.xla_bridge.discover_pjrt_plugins`` finds them:
+  the ``jax_plugins`` entry-point group and namespace package, without importing jax), plus libtpu."""
+  found = [ep.value for ep in entry_points(group="jax_plugins")]
+  spec = importlib.util.find_spec("jax_plugins")
+  if spec is not None and spec.submodule_search_locations:
+    found += [name for _, name, _ in pkgutil.iter_modules(spec.submodule_search_locations)]
+  if importlib.util.find_spec("libtpu") is not None:
+    found.append("libtpu")
+  return found
 
 
 def _cpu_only() -> bool:
@@ -42,7 +54,7 @@ def _cpu_only() -> bool:
   plats = os.environ.get("JAX_PLATFORMS", "").strip().lower()
   if plats:
     return plats.split(",")[0].strip() == "cpu"
-  return not any(importlib.util.find_spec(name) is not None for name in _ACCELERATOR_PLUGINS)
+  return not _accelerator_plugins()
 
 
 def _jax_backend_started() -> bool:
