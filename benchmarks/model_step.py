@@ -6,8 +6,9 @@ Both sides hold exactly the same weights (the codjax model is written with ``sav
 * train: forward + backward of the mean next-token cross-entropy over a [B, T] batch,
   loss = -1/(B (T-1)) sum_{b, t<T-1} log softmax(z_{b,t})[x_{b,t+1}]; tokens/s = B T / step time.
   codjax: ``jax.jit(jax.value_and_grad(loss))`` over the parameter state, the loss written as
-  logsumexp(z) - z[y]. torch: ``lm_head(model(x).last_hidden_state[:, :-1])`` -> ``F.cross_entropy`` ->
-  ``backward()`` (grads reset to None before each step).
+  logsumexp(z) - z[y], with the layers scanned (the default) and unrolled (``scan_layers=False``).
+  torch: ``lm_head(model(x).last_hidden_state[:, :-1])`` -> ``F.cross_entropy`` -> ``backward()`` (grads
+  reset to None before each step).
 * decode: greedy KV-cache generation of N new tokens after a P-token prompt; tokens/s = B N / time.
   codjax: one jitted program (prefill with ``forward_cached``, then ``lax.fori_loop`` over the N-1 decode
   steps with ``forward_cached_unrolled`` on per-layer weight and cache slices, as ``JaxEngine`` decodes;
@@ -57,7 +58,8 @@ _WARMUP = flags.DEFINE_integer("warmup", 1, "untimed calls per side before timin
 _THREADS = flags.DEFINE_integer("threads", None, "cores for both frameworks (default: all available)")
 _PARTS = flags.DEFINE_list("parts", ["train", "decode"], "workloads to run: train, decode")
 _ATTN = flags.DEFINE_enum("attention", "blockwise", ["xla", "blockwise"], "codjax attention_impl of the model "
-                          "(decode, prefill); the train part times both CPU choices")
+                          "(decode, prefill); the train part times both CPU choices (scanned layers) and this one with unrolled "
+                          "layers (scan_layers=False)")
 _TORCH_ATTN = flags.DEFINE_string("torch_attn", "sdpa", "transformers attn_implementation")
 _SEED = flags.DEFINE_integer("seed", 0, "weights and data seed")
 _HOST_ALLOCATOR = host_allocator.define_flag()  # applies to both frameworks (same process)
@@ -96,8 +98,8 @@ def bench_train(cfg, ours, theirs, rng) -> list[list[object]]:
   ids = rng.integers(0, cfg.vocab_size, (b, t))
   params = nnx.split(ours)[1]
 
-  def make_step(impl: str):
-    gdef = nnx.split(abstract_model(cfg.replace(attention_impl=impl)))[0]  # the same params under this impl
+  def make_step(impl: str, scan: bool):
+    gdef = nnx.split(abstract_model(cfg.replace(attention_impl=impl, scan_layers=scan)))[0]  # same params
 
     def loss_fn(params, tokens):
       # Both sides drop the last position before the lm_head (slicing the [B, T, V] logits instead copies
@@ -110,8 +112,11 @@ def bench_train(cfg, ours, theirs, rng) -> list[list[object]]:
 
     return jax.jit(jax.value_and_grad(loss_fn))
 
-  impls = [_ATTN.value] + [i for i in ("blockwise", "xla") if i != _ATTN.value]
-  steps = {impl: make_step(impl) for impl in impls}
+  # both CPU attention choices with scanned layers, and the --attention choice with a Python loop over layers
+  variants = [(_ATTN.value, False), (_ATTN.value, True)] + [(i, True) for i in ("blockwise", "xla")
+                                                             if i != _ATTN.value]
+  name = lambda impl, scan: f"{impl} attention, {'scanned' if scan else 'unrolled'} layers"  # noqa: E731
+  steps = {name(*v): make_step(*v) for v in variants}
   tokens = jnp.asarray(ids, jnp.int32)
   ids_t = torch.tensor(ids)
 
@@ -123,16 +128,16 @@ def bench_train(cfg, ours, theirs, rng) -> list[list[object]]:
     loss.backward()
     return loss
 
-  runners = {f"codjax jit ({impl})": ((lambda f=f: f(params, tokens)), jax_sync) for impl, f in steps.items()}
+  runners = {f"codjax jit ({n})": ((lambda f=f: f(params, tokens)), jax_sync) for n, f in steps.items()}
   runners["torch eager"] = (torch_step, no_sync)
   times = interleaved(runners, _ROUNDS.value, _WARMUP.value)
   ref = torch_step().item()
   label = f"train fwd+bwd B={b} T={t}"
   rows = []
-  for impl, f in steps.items():
+  for n, f in steps.items():
     diff = abs(float(f(params, tokens)[0]) - ref)
-    rows.append(row(label, f"codjax jit ({impl} attention)", times[f"codjax jit ({impl})"], times["torch eager"],
-                    b * t, f"|loss diff| {diff:.1e}"))
+    rows.append(row(label, f"codjax jit ({n})", times[f"codjax jit ({n})"], times["torch eager"], b * t,
+                    f"|loss diff| {diff:.1e}"))
   return rows + [row(label, "torch eager", times["torch eager"], times["torch eager"], b * t)]
 
 

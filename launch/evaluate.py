@@ -109,7 +109,8 @@ class _ModelEngine:
                        f"directory (got {path!r})")
     maybe_initialize_distributed()
     mesh = mesh_from_config(cfg.mesh)
-    model = from_pretrained(path, dtype=str(cfg.model.dtype), mesh=mesh, attention_impl=str(cfg.model.attention_impl))
+    model = from_pretrained(path, dtype=str(cfg.model.dtype), mesh=mesh, attention_impl=str(cfg.model.attention_impl),
+                            scan_layers=bool(cfg.model.scan_layers))
     rollout = cfg.rollout.copy_and_resolve_references()
     rollout.engine = engine_name
     self.engine = build_engine(rollout, model, path, mesh, seed=int(cfg.seed))

@@ -41,7 +41,8 @@ def main(argv):
   path = ensure_model_dir(cfg)
   out = _OUT.value or os.path.join(cfg.run_dir, "sft_model")
   model = from_pretrained(path, dtype=cfg.model.dtype, mesh=mesh, remat=cfg.model.remat,
-                          attention_impl=cfg.model.attention_impl, param_dtype=cfg.model.param_dtype or None)
+                          attention_impl=cfg.model.attention_impl, scan_layers=bool(cfg.model.scan_layers),
+                          param_dtype=cfg.model.param_dtype or None)
   _, stats = run_sft(cfg, model, load_tokenizer(path), env_specs(cfg.data.envs), mesh, out, cfg.run_dir)
   print(json.dumps({k: v for k, v in stats.items()}, indent=2))
   print(f"wrote SFT model to {out}")

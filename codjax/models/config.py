@@ -41,6 +41,10 @@ class Qwen3Config:
   dtype: str = "float32"
   attention_impl: str = "xla"
   remat: str = "none"
+  # True: layers run under jax.lax.scan over the stacked weights (compile time independent of depth); False:
+  # a Python loop over per-layer slices (longer compiles; on XLA CPU the train step of the benchmark model is
+  # faster, benchmarks/README.md "Fifth re-run")
+  scan_layers: bool = True
 
   def __post_init__(self):
     for f in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -64,6 +68,8 @@ class Qwen3Config:
       raise ValueError(f"attention_impl must be one of {ATTENTION_IMPLS}, got {self.attention_impl!r}")
     if self.remat not in REMAT_POLICIES:
       raise ValueError(f"remat must be one of {REMAT_POLICIES}, got {self.remat!r}")
+    if not isinstance(self.scan_layers, bool):
+      raise ValueError(f"scan_layers must be a bool, got {self.scan_layers!r}")
 
   @property
   def jnp_dtype(self):

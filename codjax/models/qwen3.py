@@ -12,7 +12,9 @@ RMSNorm(x) = w * x / sqrt(mean(x^2) + eps), computed in float32 and cast back (a
 Logits = RMSNorm(x_L) W_lm (W_lm = W_embed^T when embeddings are tied), returned in float32.
 
 Layer weights are stacked along a leading layer axis and the layers run under ``jax.lax.scan`` (as in
-MaxText), so compile time does not grow with depth; ``cfg.remat`` wraps the layer in ``jax.checkpoint``.
+MaxText), so compile time does not grow with depth; ``cfg.scan_layers=False`` runs the full-sequence forward
+as a Python loop over per-layer slices instead (MaxText's ``scan_layers`` switch: longer compiles, a faster
+train step on XLA CPU); ``cfg.remat`` wraps the layer in ``jax.checkpoint``.
 Two entry points: ``__call__`` (full sequence, causal, padding and packed segments via ``segment_ids`` and
 ``positions``) for training and scoring, and ``forward_cached`` (KV-cache prefill/decode of a chunk at
 per-row offsets) for sampling. Full-sequence attention goes through ``jax.nn.dot_product_attention`` with
@@ -24,6 +26,7 @@ transposed and values head-major (``cached_attention``), the layouts its matmuls
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -117,26 +120,104 @@ def cached_attention(q_bcnh, kT_bkhs, v_bksh, mask_bcs):
   return o.reshape(b, kh, g, c, h).transpose(0, 3, 1, 2, 4).reshape(b, c, n, h)
 
 
+def _block_mask(a: int, e: int, b: int, mask_b1ts):
+  """[B, 1, 1, e - a, e]: query a + i sees keys <= a + i (and ``mask_b1ts``, if given)."""
+  m = jnp.broadcast_to((jnp.arange(e)[None, :] <= jnp.arange(a, e)[:, None])[None], (b, e - a, e))
+  if mask_b1ts is not None:
+    m = m & mask_b1ts[:, 0, a:e, :e]
+  return m[:, None, None]
+
+
+def _block_scores(q_bkgch, kT_bkhs, mask):
+  """Masked float32 scores [B, K, G, C, e] of a query block against its key prefix."""
+  s = jnp.einsum("bkgch,bkhs->bkgcs", q_bkgch, kT_bkhs, preferred_element_type=jnp.float32)
+  return jnp.where(mask, s, jnp.finfo(jnp.float32).min)
+
+
+def _group_heads(x_btnh, kv_heads: int):
+  """[B, T, N, H] -> [B, K, G, T, H] (query head n = k G + g uses kv head k)."""
+  b, t, n, h = x_btnh.shape
+  return x_btnh.reshape(b, t, kv_heads, n // kv_heads, h).transpose(0, 2, 3, 1, 4)
+
+
+def _blockwise_forward(q_btnh, k_btkh, v_btkh, mask_b1ts, block: int):
+  """(output [B, T, N, H], per-block probabilities [B, K, G, C, e] saved for the backward)."""
+  b, t, n, h = q_btnh.shape
+  qh = _group_heads(q_btnh * jnp.asarray(h ** -0.5, q_btnh.dtype), k_btkh.shape[2])
+  kT = k_btkh.transpose(0, 2, 3, 1)  # [B, K, H, T]
+  v = v_btkh.transpose(0, 2, 1, 3)  # [B, K, T, H]
+  outs, probs = [], []
+  for a in range(0, t, block):
+    e = min(t, a + block)
+    s = _block_scores(qh[:, :, :, a:e], kT[..., :e], _block_mask(a, e, b, mask_b1ts))
+    p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+    p = p / jnp.sum(p, axis=-1, keepdims=True)
+    outs.append(jnp.einsum("bkgcs,bksh->bkgch", p.astype(v.dtype), v[:, :, :e]))
+    probs.append(p)
+  o = jnp.concatenate(outs, axis=3) if len(outs) > 1 else outs[0]  # [B, K, G, T, H]
+  return o.transpose(0, 3, 1, 2, 4).reshape(b, t, n, h), probs
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
+def _blockwise(q_btnh, k_btkh, v_btkh, mask_b1ts, block: int):
+  return _blockwise_forward(q_btnh, k_btkh, v_btkh, mask_b1ts, block)[0]
+
+
+def _blockwise_fwd(q_btnh, k_btkh, v_btkh, mask_b1ts, block: int):
+  out, probs = _blockwise_forward(q_btnh, k_btkh, v_btkh, mask_b1ts, block)
+  return out, (q_btnh, k_btkh, v_btkh, out, probs)
+
+
+def _blockwise_bwd(block: int, res, dout_btnh):
+  """Softmax-attention backward per query block (P = saved probabilities, dO = output cotangent):
+  dP = dO V^T,  dS = P * (dP - rowsum(dO * O)),  dQ = dS K / sqrt(H),  dK += dS^T Q / sqrt(H),  dV += P^T dO.
+  dK (kept transposed, [B, K, H, T]) and dV accumulate in float32 over the blocks' key prefixes in place."""
+  q_btnh, k_btkh, v_btkh, out, probs = res
+  b, t, n, h = q_btnh.shape
+  kh = k_btkh.shape[2]
+  scale = h ** -0.5
+  qh = _group_heads(q_btnh * jnp.asarray(scale, q_btnh.dtype), kh)
+  do = _group_heads(dout_btnh, kh)  # [B, K, G, T, H]
+  rowdot = _group_heads(jnp.sum(dout_btnh.astype(jnp.float32) * out.astype(jnp.float32), axis=-1,
+                                keepdims=True), kh)  # rowsum(dO * O): [B, K, G, T, 1]
+  kT = k_btkh.transpose(0, 2, 3, 1)
+  v = v_btkh.transpose(0, 2, 1, 3)
+  dkT = jnp.zeros((b, kh, h, t), jnp.float32)
+  dv = jnp.zeros((b, kh, t, h), jnp.float32)
+  dqs = []
+  for i, a in enumerate(range(0, t, block)):
+    e = min(t, a + block)
+    p, do_b = probs[i], do[:, :, :, a:e]
+    dp = jnp.einsum("bkgch,bksh->bkgcs", do_b, v[:, :, :e], preferred_element_type=jnp.float32)
+    ds = (p * (dp - rowdot[:, :, :, a:e])).astype(q_btnh.dtype)
+    dqs.append(jnp.einsum("bkgcs,bkhs->bkgch", ds, kT[..., :e]))
+    dkT = dkT.at[..., :e].add(jnp.einsum("bkgch,bkgcs->bkhs", qh[:, :, :, a:e], ds,
+                                         preferred_element_type=jnp.float32))
+    dv = dv.at[:, :, :e].add(jnp.einsum("bkgcs,bkgch->bksh", p.astype(v.dtype), do_b,
+                                        preferred_element_type=jnp.float32))
+  dq = (jnp.concatenate(dqs, axis=3) if len(dqs) > 1 else dqs[0]) * jnp.asarray(scale, q_btnh.dtype)
+  return (dq.transpose(0, 3, 1, 2, 4).reshape(b, t, n, h), dkT.transpose(0, 3, 1, 2).astype(k_btkh.dtype),
+          dv.transpose(0, 2, 1, 3).astype(v_btkh.dtype), None)
+
+
+_blockwise.defvjp(_blockwise_fwd, _blockwise_bwd)
+
+
 def blockwise_causal_attention(q_btnh, k_btkh, v_btkh, mask_b1ts=None, block: int = BLOCK_Q):
   """Exact causal attention computed per block of ``block`` queries: block [a, e) attends keys [0, e) only,
   so the scores above the diagonal block are never formed (about half the FLOPs and saved probabilities of
   the dense [T, T] form for T >> block). Same math as ``jax.nn.dot_product_attention(is_causal=True)``;
-  ``mask_b1ts`` (packed segments) is intersected with the causal mask. Each block is ``cached_attention``
-  over the block's key prefix (head-major layouts, plain batched matmuls): on XLA CPU a layer's forward +
-  backward at B=4, T=512 ran ~2x faster than the dense ``implementation="xla"``.
+  ``mask_b1ts`` (packed segments) is intersected with the causal mask; a query with no visible key (a padding
+  row) averages the values of its prefix instead of producing NaN. Queries are grouped per kv head
+  ([B, K, G, T, H]), keys kept transposed ([B, K, H, T]), so every product is a plain batched matmul; scores
+  and softmax in float32.
+
+  The backward is written by hand (``_blockwise_bwd``): it reuses the saved probabilities and accumulates
+  the key and value gradients over the blocks in place, where autodiff of the blockwise forward zero-padded
+  every block's prefix gradient to full length and added them (train step of the 42M benchmark model on XLA
+  CPU: see benchmarks/README.md, "Fifth re-run").
   """
-  b, t, n, h = q_btnh.shape
-  kT = k_btkh.transpose(0, 2, 3, 1)  # [B, K, H, T]
-  v = v_btkh.transpose(0, 2, 1, 3)  # [B, K, T, H]
-  outs = []
-  for a in range(0, t, block):
-    e = min(t, a + block)
-    mask = jnp.arange(e)[None, :] <= jnp.arange(a, e)[:, None]  # [e - a, e]
-    mask = jnp.broadcast_to(mask[None], (b, e - a, e))
-    if mask_b1ts is not None:
-      mask = mask & mask_b1ts[:, 0, a:e, :e]
-    outs.append(cached_attention(q_btnh[:, a:e], kT[..., :e], v[:, :, :e], mask))
-  return jnp.concatenate(outs, axis=1) if len(outs) > 1 else outs[0]
+  return _blockwise(q_btnh, k_btkh, v_btkh, mask_b1ts, block)
 
 
 def _attention(cfg: Qwen3Config, p: dict[str, Any], h_btd, sin, cos, mask_b1ts, spec: AttnSpec,
@@ -272,7 +353,13 @@ class Qwen3(nnx.Module):
       x, _ = _layer(cfg, p, x, sin, cos, mask, spec)
       return x, None
 
-    x, _ = jax.lax.scan(_remat(cfg, body), self.embed(tokens_bt), self._layer_params())
+    layer = _remat(cfg, body)
+    x = self.embed(tokens_bt)
+    if cfg.scan_layers:
+      x, _ = jax.lax.scan(layer, x, self._layer_params())
+    else:
+      for p in self.split_layers():
+        x, _ = layer(x, p)
     return rms_norm(x, self.final_norm_d[...], cfg.rms_norm_eps)
 
   def __call__(self, tokens_bt, positions_bt=None, segment_ids_bt=None) -> jax.Array:

@@ -7,7 +7,8 @@ checks every field with a clear error (before any model is built), and the launc
   model      path (local HF dir) or preset; arch (preset name of the checkpoint's architecture, for memory
              planning before it exists); dtype (compute); param_dtype (parameters and optimizer moments;
              '' = dtype; keep float32 with lr ~1e-6, whose updates bfloat16 weights round away); remat;
-             attention_impl; vocab_chunks (logprob chunking; 0 = ~16k entries per chunk); enable_thinking (Qwen3 chat template switch)
+             attention_impl; scan_layers (False: Python loop over layers, faster train steps on CPU);
+             vocab_chunks (logprob chunking; 0 = ~16k entries per chunk); enable_thinking (Qwen3 chat template switch)
              make_tiny: write a random tiny checkpoint to ``path`` first (CPU demos), with ``tiny`` arch
   mesh       data / fsdp / tensor axis sizes (-1 fills the rest)
   data       envs: {label: {name, preset, params, proportion}}; pack_size S; packing (cod | ralph_sample |
@@ -83,7 +84,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.run_dir = "runs/experiment"
   c.total_steps = 100
   c.model = ml_collections.ConfigDict(dict(
-      path="", preset="", arch="", dtype="float32", param_dtype="", remat="none", attention_impl="xla", vocab_chunks=0, init_seed=0,
+      path="", preset="", arch="", dtype="float32", param_dtype="", remat="none", attention_impl="xla", scan_layers=True,
+      vocab_chunks=0, init_seed=0,
       make_tiny=False, enable_thinking=False,
       tiny=dict(vocab_size=512, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, head_dim=32, intermediate_size=384, tie_word_embeddings=True,
@@ -148,6 +150,7 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(not m.arch or m.arch in PRESETS, f"model.arch must be '' or one of {sorted(PRESETS)}, got {m.arch!r}")
   _req(m.remat in REMAT_POLICIES, f"model.remat must be one of {REMAT_POLICIES}, got {m.remat!r}")
   _req(m.attention_impl in ATTENTION_IMPLS, f"model.attention_impl must be one of {ATTENTION_IMPLS}")
+  _req(isinstance(m.scan_layers, bool), f"model.scan_layers must be a bool, got {m.scan_layers!r}")
   _req(isinstance(m.vocab_chunks, int) and m.vocab_chunks >= 0, "model.vocab_chunks must be an int >= 0 (0 = auto)")
   for ax in ("data", "fsdp", "tensor"):
     v = c.mesh[ax]

@@ -103,7 +103,8 @@ class Trainer:
       f.write(cfg.to_json_best_effort(indent=2))
     m = cfg.model
     self.model_path = model_path or (ensure_model_dir(cfg) if m.path else "")
-    over = dict(remat=m.remat, attention_impl=m.attention_impl, param_dtype=m.param_dtype or None)
+    over = dict(remat=m.remat, attention_impl=m.attention_impl, scan_layers=bool(m.scan_layers),
+                param_dtype=m.param_dtype or None)
     self.sft_stats = None
     if cfg.sft.steps > 0 and not model_path:
       self.model_path, self.sft_stats = self.warm_start(self.model_path, over)

@@ -86,7 +86,7 @@ def resolve_architecture(cfg, model_preset: str | None = None) -> tuple[Qwen3Con
   for a checkpoint it does not ship). Compute settings (dtype, remat, attention) come from the config."""
   m = cfg.model
   compute = dict(param_dtype=str(m.param_dtype or m.dtype), dtype=str(m.dtype), remat=str(m.remat),
-                 attention_impl=str(m.attention_impl))
+                 attention_impl=str(m.attention_impl), scan_layers=bool(m.scan_layers))
   if model_preset:
     return preset(model_preset, **compute), f"--model_preset={model_preset}"
   if m.path and os.path.isfile(os.path.join(m.path, "config.json")):
