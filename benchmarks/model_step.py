@@ -58,8 +58,8 @@ _WARMUP = flags.DEFINE_integer("warmup", 1, "untimed calls per side before timin
 _THREADS = flags.DEFINE_integer("threads", None, "cores for both frameworks (default: all available)")
 _PARTS = flags.DEFINE_list("parts", ["train", "decode"], "workloads to run: train, decode")
 _ATTN = flags.DEFINE_enum("attention", "blockwise", ["xla", "blockwise"], "codjax attention_impl of the model "
-                          "(decode, prefill); the train part times both CPU choices (scanned layers) and this one with unrolled "
-                          "layers (scan_layers=False)")
+                          "(decode, prefill); the train part times both CPU choices (scanned layers) and this "
+                          "one with unrolled layers (scan_layers=False)")
 _TORCH_ATTN = flags.DEFINE_string("torch_attn", "sdpa", "transformers attn_implementation")
 _SEED = flags.DEFINE_integer("seed", 0, "weights and data seed")
 _HOST_ALLOCATOR = host_allocator.define_flag()  # applies to both frameworks (same process)

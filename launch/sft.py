@@ -28,7 +28,7 @@ def main(argv):
   from codjax.models import from_pretrained
   from codjax.models.tokenizer import load_tokenizer
   from codjax.parallel import maybe_initialize_distributed, mesh_from_config
-  from codjax.train.config import validate
+  from codjax.train.config import model_compute_overrides, validate
   from codjax.train.data import env_specs
   from codjax.train.loop import ensure_model_dir
   from codjax.train.sft import run_sft
@@ -40,9 +40,7 @@ def main(argv):
   mesh = mesh_from_config(cfg.mesh)
   path = ensure_model_dir(cfg)
   out = _OUT.value or os.path.join(cfg.run_dir, "sft_model")
-  model = from_pretrained(path, dtype=cfg.model.dtype, mesh=mesh, remat=cfg.model.remat,
-                          attention_impl=cfg.model.attention_impl, scan_layers=bool(cfg.model.scan_layers),
-                          param_dtype=cfg.model.param_dtype or None)
+  model = from_pretrained(path, dtype=cfg.model.dtype, mesh=mesh, **model_compute_overrides(cfg.model))
   _, stats = run_sft(cfg, model, load_tokenizer(path), env_specs(cfg.data.envs), mesh, out, cfg.run_dir)
   print(json.dumps({k: v for k, v in stats.items()}, indent=2))
   print(f"wrote SFT model to {out}")

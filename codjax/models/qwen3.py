@@ -99,6 +99,18 @@ def _proj(x_btd, w_d___):
   return y.reshape((b, t) + w_d___.shape[1:])
 
 
+def _group_heads(x_btnh, kv_heads: int):
+  """[B, T, N, H] -> [B, K, G, T, H] (query head n = k G + g uses kv head k)."""
+  b, t, n, h = x_btnh.shape
+  return x_btnh.reshape(b, t, kv_heads, n // kv_heads, h).transpose(0, 2, 3, 1, 4)
+
+
+def _ungroup_heads(x_bkgth):
+  """[B, K, G, T, H] -> [B, T, N, H], the inverse of ``_group_heads``."""
+  b, k, g, t, h = x_bkgth.shape
+  return x_bkgth.transpose(0, 3, 1, 2, 4).reshape(b, t, k * g, h)
+
+
 def cached_attention(q_bcnh, kT_bkhs, v_bksh, mask_bcs):
   """Grouped-query attention of C new queries over a KV cache stored in matmul-ready layouts.
 
@@ -111,13 +123,18 @@ def cached_attention(q_bcnh, kT_bkhs, v_bksh, mask_bcs):
   b, c, n, h = q_bcnh.shape
   kh = kT_bkhs.shape[1]
   g = n // kh
-  q = q_bcnh.reshape(b, c, kh, g, h).transpose(0, 2, 3, 1, 4).reshape(b, kh, g * c, h)
+  q = _group_heads(q_bcnh, kh).reshape(b, kh, g * c, h)
   s = jnp.einsum("bkqh,bkhs->bkqs", q, kT_bkhs, preferred_element_type=jnp.float32) * (h ** -0.5)
   mask = jnp.broadcast_to(mask_bcs[:, None, None], (b, 1, g) + mask_bcs.shape[1:]).reshape(b, 1, g * c, -1)
   s = jnp.where(mask, s, jnp.finfo(jnp.float32).min)
   p = jax.nn.softmax(s, axis=-1).astype(v_bksh.dtype)
   o = jnp.einsum("bkqs,bksh->bkqh", p, v_bksh)
-  return o.reshape(b, kh, g, c, h).transpose(0, 3, 1, 2, 4).reshape(b, c, n, h)
+  return _ungroup_heads(o.reshape(b, kh, g, c, h))
+
+
+def _query_blocks(t: int, block: int) -> list[tuple[int, int]]:
+  """[a, e) of each query block."""
+  return [(a, min(t, a + block)) for a in range(0, t, block)]
 
 
 def _block_mask(a: int, e: int, b: int, mask_b1ts):
@@ -134,28 +151,22 @@ def _block_scores(q_bkgch, kT_bkhs, mask):
   return jnp.where(mask, s, jnp.finfo(jnp.float32).min)
 
 
-def _group_heads(x_btnh, kv_heads: int):
-  """[B, T, N, H] -> [B, K, G, T, H] (query head n = k G + g uses kv head k)."""
-  b, t, n, h = x_btnh.shape
-  return x_btnh.reshape(b, t, kv_heads, n // kv_heads, h).transpose(0, 2, 3, 1, 4)
-
-
 def _blockwise_forward(q_btnh, k_btkh, v_btkh, mask_b1ts, block: int):
-  """(output [B, T, N, H], per-block probabilities [B, K, G, C, e] saved for the backward)."""
+  """(output [B, T, N, H], residuals for the backward: scaled grouped queries [B, K, G, T, H], k^T
+  [B, K, H, T], v [B, K, T, H] and the per-block probabilities [B, K, G, C, e])."""
   b, t, n, h = q_btnh.shape
   qh = _group_heads(q_btnh * jnp.asarray(h ** -0.5, q_btnh.dtype), k_btkh.shape[2])
-  kT = k_btkh.transpose(0, 2, 3, 1)  # [B, K, H, T]
-  v = v_btkh.transpose(0, 2, 1, 3)  # [B, K, T, H]
+  kT = k_btkh.transpose(0, 2, 3, 1)
+  v = v_btkh.transpose(0, 2, 1, 3)
   outs, probs = [], []
-  for a in range(0, t, block):
-    e = min(t, a + block)
+  for a, e in _query_blocks(t, block):
     s = _block_scores(qh[:, :, :, a:e], kT[..., :e], _block_mask(a, e, b, mask_b1ts))
     p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
     p = p / jnp.sum(p, axis=-1, keepdims=True)
     outs.append(jnp.einsum("bkgcs,bksh->bkgch", p.astype(v.dtype), v[:, :, :e]))
     probs.append(p)
-  o = jnp.concatenate(outs, axis=3) if len(outs) > 1 else outs[0]  # [B, K, G, T, H]
-  return o.transpose(0, 3, 1, 2, 4).reshape(b, t, n, h), probs
+  out = _ungroup_heads(jnp.concatenate(outs, axis=3) if len(outs) > 1 else outs[0])
+  return out, (qh, kT, v, probs)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
@@ -164,40 +175,34 @@ def _blockwise(q_btnh, k_btkh, v_btkh, mask_b1ts, block: int):
 
 
 def _blockwise_fwd(q_btnh, k_btkh, v_btkh, mask_b1ts, block: int):
-  out, probs = _blockwise_forward(q_btnh, k_btkh, v_btkh, mask_b1ts, block)
-  return out, (q_btnh, k_btkh, v_btkh, out, probs)
+  out, operands = _blockwise_forward(q_btnh, k_btkh, v_btkh, mask_b1ts, block)
+  return out, (out, operands)
 
 
 def _blockwise_bwd(block: int, res, dout_btnh):
   """Softmax-attention backward per query block (P = saved probabilities, dO = output cotangent):
   dP = dO V^T,  dS = P * (dP - rowsum(dO * O)),  dQ = dS K / sqrt(H),  dK += dS^T Q / sqrt(H),  dV += P^T dO.
   dK (kept transposed, [B, K, H, T]) and dV accumulate in float32 over the blocks' key prefixes in place."""
-  q_btnh, k_btkh, v_btkh, out, probs = res
-  b, t, n, h = q_btnh.shape
-  kh = k_btkh.shape[2]
-  scale = h ** -0.5
-  qh = _group_heads(q_btnh * jnp.asarray(scale, q_btnh.dtype), kh)
+  out, (qh, kT, v, probs) = res
+  b, kh, h, t = kT.shape
+  scale = jnp.asarray(h ** -0.5, qh.dtype)
   do = _group_heads(dout_btnh, kh)  # [B, K, G, T, H]
   rowdot = _group_heads(jnp.sum(dout_btnh.astype(jnp.float32) * out.astype(jnp.float32), axis=-1,
                                 keepdims=True), kh)  # rowsum(dO * O): [B, K, G, T, 1]
-  kT = k_btkh.transpose(0, 2, 3, 1)
-  v = v_btkh.transpose(0, 2, 1, 3)
   dkT = jnp.zeros((b, kh, h, t), jnp.float32)
   dv = jnp.zeros((b, kh, t, h), jnp.float32)
   dqs = []
-  for i, a in enumerate(range(0, t, block)):
-    e = min(t, a + block)
-    p, do_b = probs[i], do[:, :, :, a:e]
+  for p, (a, e) in zip(probs, _query_blocks(t, block)):
+    do_b = do[:, :, :, a:e]
     dp = jnp.einsum("bkgch,bksh->bkgcs", do_b, v[:, :, :e], preferred_element_type=jnp.float32)
-    ds = (p * (dp - rowdot[:, :, :, a:e])).astype(q_btnh.dtype)
+    ds = (p * (dp - rowdot[:, :, :, a:e])).astype(qh.dtype)
     dqs.append(jnp.einsum("bkgcs,bkhs->bkgch", ds, kT[..., :e]))
     dkT = dkT.at[..., :e].add(jnp.einsum("bkgch,bkgcs->bkhs", qh[:, :, :, a:e], ds,
                                          preferred_element_type=jnp.float32))
     dv = dv.at[:, :, :e].add(jnp.einsum("bkgcs,bkgch->bksh", p.astype(v.dtype), do_b,
                                         preferred_element_type=jnp.float32))
-  dq = (jnp.concatenate(dqs, axis=3) if len(dqs) > 1 else dqs[0]) * jnp.asarray(scale, q_btnh.dtype)
-  return (dq.transpose(0, 3, 1, 2, 4).reshape(b, t, n, h), dkT.transpose(0, 3, 1, 2).astype(k_btkh.dtype),
-          dv.transpose(0, 2, 1, 3).astype(v_btkh.dtype), None)
+  dq = _ungroup_heads(jnp.concatenate(dqs, axis=3) if len(dqs) > 1 else dqs[0]) * scale
+  return dq, dkT.transpose(0, 3, 1, 2).astype(kT.dtype), dv.transpose(0, 2, 1, 3).astype(v.dtype), None
 
 
 _blockwise.defvjp(_blockwise_fwd, _blockwise_bwd)

@@ -84,8 +84,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.run_dir = "runs/experiment"
   c.total_steps = 100
   c.model = ml_collections.ConfigDict(dict(
-      path="", preset="", arch="", dtype="float32", param_dtype="", remat="none", attention_impl="xla", scan_layers=True,
-      vocab_chunks=0, init_seed=0,
+      path="", preset="", arch="", dtype="float32", param_dtype="", remat="none", attention_impl="xla",
+      scan_layers=True, vocab_chunks=0, init_seed=0,
       make_tiny=False, enable_thinking=False,
       tiny=dict(vocab_size=512, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, head_dim=32, intermediate_size=384, tie_word_embeddings=True,
@@ -120,6 +120,12 @@ def base_config() -> ml_collections.ConfigDict:
 
 class ConfigError(ValueError):
   pass
+
+
+def model_compute_overrides(m: ml_collections.ConfigDict) -> dict:
+  """The compute fields of ``config.model`` as ``from_pretrained`` keyword arguments (the dtype aside)."""
+  return dict(remat=m.remat, attention_impl=m.attention_impl, scan_layers=bool(m.scan_layers),
+              param_dtype=m.param_dtype or None)
 
 
 def _req(cond: bool, msg: str) -> None:

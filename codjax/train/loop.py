@@ -33,7 +33,7 @@ from codjax.rl.losses import LossConfig
 from codjax.rl.train_step import OptimizerConfig, StepConfig, init_train_state, make_optimizer, make_train_step
 from codjax.rollout.base import SamplingParams
 from codjax.train.checkpoint import Checkpointer
-from codjax.train.config import validate
+from codjax.train.config import model_compute_overrides, validate
 from codjax.train.credit import apply_red
 from codjax.train.data import PackSampler, env_specs, eval_packs
 from codjax.train.engines import build_engine
@@ -103,8 +103,7 @@ class Trainer:
       f.write(cfg.to_json_best_effort(indent=2))
     m = cfg.model
     self.model_path = model_path or (ensure_model_dir(cfg) if m.path else "")
-    over = dict(remat=m.remat, attention_impl=m.attention_impl, scan_layers=bool(m.scan_layers),
-                param_dtype=m.param_dtype or None)
+    over = model_compute_overrides(m)
     self.sft_stats = None
     if cfg.sft.steps > 0 and not model_path:
       self.model_path, self.sft_stats = self.warm_start(self.model_path, over)
