@@ -15,6 +15,10 @@ wall clock there).
 ``pin_threads(n)`` must run before jax or torch start their thread pools: it restricts the process to n
 cores (``os.sched_setaffinity``, which XLA's CPU thread pool sizes itself from) and sets torch's intra-op
 threads to the same n, so both frameworks compute with the same number of threads.
+
+``define_model_flags`` defines, once, the command line the model benchmarks (``model_step.py``,
+``train_step.py``) share: the Qwen3 shape of the benchmarked model, batch, sequence and prompt lengths, rounds,
+threads, the torch attention implementation, the seed and the host allocator.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import statistics
 import sys
 import time
 from typing import Callable, Sequence
+
+from absl import flags
 
 
 def pin_threads(n: int | None) -> int:
@@ -186,3 +192,66 @@ def _fmt(c: object) -> str:
 
 def mib(n_bytes: float) -> float:
   return n_bytes / 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFlags:
+  """The flags ``define_model_flags`` defines (absl ``FlagHolder``s; read ``.value`` after parsing)."""
+
+  hidden: flags.FlagHolder
+  layers: flags.FlagHolder
+  heads: flags.FlagHolder
+  kv_heads: flags.FlagHolder
+  head_dim: flags.FlagHolder
+  mlp: flags.FlagHolder
+  vocab: flags.FlagHolder
+  tied: flags.FlagHolder
+  batch: flags.FlagHolder
+  seq: flags.FlagHolder
+  prompt: flags.FlagHolder
+  rounds: flags.FlagHolder
+  warmup: flags.FlagHolder
+  threads: flags.FlagHolder
+  torch_attn: flags.FlagHolder
+  seed: flags.FlagHolder
+  host_allocator: flags.FlagHolder
+
+  def qwen3_config(self, **overrides):
+    """The benchmarked model's ``Qwen3Config`` (rope theta 1e6 as Qwen3) with ``overrides`` (dtypes, attention,
+    max_position_embeddings). Imports codjax's model lazily, after ``pin_threads``."""
+    from codjax.models import Qwen3Config
+
+    return Qwen3Config(vocab_size=self.vocab.value, hidden_size=self.hidden.value, intermediate_size=self.mlp.value,
+                       num_hidden_layers=self.layers.value, num_attention_heads=self.heads.value,
+                       num_key_value_heads=self.kv_heads.value, head_dim=self.head_dim.value,
+                       rope_theta=1_000_000.0, tie_word_embeddings=self.tied.value, **overrides)
+
+
+def define_model_flags(*, vocab_help: str, batch_help: str, seq_help: str, prompt_default: int, prompt_help: str,
+                       warmup_help: str) -> ModelFlags:
+  """Defines the model benchmarks' shared flags (module docstring); the help texts that differ between the
+  scripts, and the prompt length's default, are arguments. The flags are listed under the calling script in
+  ``--help`` (absl's module of a flag is where it was defined, unless told otherwise)."""
+  from codjax.train import host_allocator
+
+  caller = sys._getframe(1).f_globals.get("__name__", "")
+  kw = {"module_name": sys.argv[0] if caller == "__main__" else caller}
+  return ModelFlags(
+      hidden=flags.DEFINE_integer("hidden", 512, "hidden_size", **kw),
+      layers=flags.DEFINE_integer("layers", 8, "num_hidden_layers", **kw),
+      heads=flags.DEFINE_integer("heads", 8, "num_attention_heads", **kw),
+      kv_heads=flags.DEFINE_integer("kv_heads", 4, "num_key_value_heads", **kw),
+      head_dim=flags.DEFINE_integer("head_dim", 64, "head_dim", **kw),
+      mlp=flags.DEFINE_integer("mlp", 1536, "intermediate_size", **kw),
+      vocab=flags.DEFINE_integer("vocab", 32768, vocab_help, **kw),
+      tied=flags.DEFINE_bool("tied", True, "tie the lm_head to the embedding (as Qwen3 <= 4B does)", **kw),
+      batch=flags.DEFINE_integer("batch", 4, batch_help, **kw),
+      seq=flags.DEFINE_integer("seq", 512, seq_help, **kw),
+      prompt=flags.DEFINE_integer("prompt", prompt_default, prompt_help, **kw),
+      rounds=flags.DEFINE_integer("rounds", 5, "timed rounds per side (interleaved)", **kw),
+      warmup=flags.DEFINE_integer("warmup", 1, warmup_help, **kw),
+      threads=flags.DEFINE_integer("threads", None, "cores for both frameworks (default: all available)", **kw),
+      torch_attn=flags.DEFINE_string("torch_attn", "sdpa", "transformers attn_implementation", **kw),
+      seed=flags.DEFINE_integer("seed", 0, "weights and data seed", **kw),
+      host_allocator=host_allocator.define_flag(),  # applies to both frameworks (same process)
+  )

@@ -36,33 +36,19 @@ from absl import flags
 
 from codjax.train import host_allocator
 
-from common import (HEADER, host_line, interleaved, jax_sync, no_sync, pin_threads, print_table, row,
-                    set_torch_threads)
+from common import (HEADER, define_model_flags, host_line, interleaved, jax_sync, no_sync, pin_threads, print_table,
+                    row, set_torch_threads)
 
-_HIDDEN = flags.DEFINE_integer("hidden", 512, "hidden_size")
-_LAYERS = flags.DEFINE_integer("layers", 8, "num_hidden_layers")
-_HEADS = flags.DEFINE_integer("heads", 8, "num_attention_heads")
-_KV_HEADS = flags.DEFINE_integer("kv_heads", 4, "num_key_value_heads")
-_HEAD_DIM = flags.DEFINE_integer("head_dim", 64, "head_dim")
-_MLP = flags.DEFINE_integer("mlp", 1536, "intermediate_size")
-_VOCAB = flags.DEFINE_integer("vocab", 32768, "vocab_size (Qwen3's 151936 would make the lm_head ~3/4 of "
-                              "this model's FLOPs; 32k is a typical small-model vocabulary)")
-_TIED = flags.DEFINE_bool("tied", True, "tie the lm_head to the embedding (as Qwen3 <= 4B does)")
+_M = define_model_flags(vocab_help="vocab_size (Qwen3's 151936 would make the lm_head ~3/4 of this model's FLOPs; "
+                        "32k is a typical small-model vocabulary)", batch_help="batch size (train and decode)",
+                        seq_help="train sequence length", prompt_default=128, prompt_help="decode prompt length",
+                        warmup_help="untimed calls per side before timing (compilation)")
 _DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "parameter and compute dtype")
-_BATCH = flags.DEFINE_integer("batch", 4, "batch size (train and decode)")
-_SEQ = flags.DEFINE_integer("seq", 512, "train sequence length")
-_PROMPT = flags.DEFINE_integer("prompt", 128, "decode prompt length")
 _NEW = flags.DEFINE_integer("new_tokens", 128, "decode: new tokens per row")
-_ROUNDS = flags.DEFINE_integer("rounds", 5, "timed rounds per side (interleaved)")
-_WARMUP = flags.DEFINE_integer("warmup", 1, "untimed calls per side before timing (compilation)")
-_THREADS = flags.DEFINE_integer("threads", None, "cores for both frameworks (default: all available)")
 _PARTS = flags.DEFINE_list("parts", ["train", "decode"], "workloads to run: train, decode")
 _ATTN = flags.DEFINE_enum("attention", "blockwise", ["xla", "blockwise"], "codjax attention_impl of the model "
                           "(decode, prefill); the train part times both CPU choices (scanned layers) and this "
                           "one with unrolled layers (scan_layers=False)")
-_TORCH_ATTN = flags.DEFINE_string("torch_attn", "sdpa", "transformers attn_implementation")
-_SEED = flags.DEFINE_integer("seed", 0, "weights and data seed")
-_HOST_ALLOCATOR = host_allocator.define_flag()  # applies to both frameworks (same process)
 
 
 def build_models(dtype: str):
@@ -70,18 +56,15 @@ def build_models(dtype: str):
   import torch
   from transformers import Qwen3ForCausalLM
 
-  from codjax.models import Qwen3Config, init_model, save_pretrained
+  from codjax.models import init_model, save_pretrained
 
-  cfg = Qwen3Config(vocab_size=_VOCAB.value, hidden_size=_HIDDEN.value, intermediate_size=_MLP.value,
-                    num_hidden_layers=_LAYERS.value, num_attention_heads=_HEADS.value,
-                    num_key_value_heads=_KV_HEADS.value, head_dim=_HEAD_DIM.value, rope_theta=1_000_000.0,
-                    tie_word_embeddings=_TIED.value, param_dtype=dtype, dtype=dtype, attention_impl=_ATTN.value,
-                    max_position_embeddings=max(4096, _SEQ.value, _PROMPT.value + _NEW.value))
-  ours = init_model(cfg, seed=_SEED.value)
+  cfg = _M.qwen3_config(param_dtype=dtype, dtype=dtype, attention_impl=_ATTN.value,
+                        max_position_embeddings=max(4096, _M.seq.value, _M.prompt.value + _NEW.value))
+  ours = init_model(cfg, seed=_M.seed.value)
   with tempfile.TemporaryDirectory() as d:
     save_pretrained(ours, d)
     theirs = Qwen3ForCausalLM.from_pretrained(d, dtype=getattr(torch, dtype),
-                                              attn_implementation=_TORCH_ATTN.value).eval()
+                                              attn_implementation=_M.torch_attn.value).eval()
   return cfg, ours, theirs
 
 
@@ -94,7 +77,7 @@ def bench_train(cfg, ours, theirs, rng) -> list[list[object]]:
 
   from codjax.models import abstract_model
 
-  b, t = _BATCH.value, _SEQ.value
+  b, t = _M.batch.value, _M.seq.value
   ids = rng.integers(0, cfg.vocab_size, (b, t))
   params = nnx.split(ours)[1]
 
@@ -130,7 +113,7 @@ def bench_train(cfg, ours, theirs, rng) -> list[list[object]]:
 
   runners = {f"codjax jit ({n})": ((lambda f=f: f(params, tokens)), jax_sync) for n, f in steps.items()}
   runners["torch eager"] = (torch_step, no_sync)
-  times = interleaved(runners, _ROUNDS.value, _WARMUP.value)
+  times = interleaved(runners, _M.rounds.value, _M.warmup.value)
   ref = torch_step().item()
   label = f"train fwd+bwd B={b} T={t}"
   rows = []
@@ -148,7 +131,7 @@ def bench_decode(cfg, ours, theirs, rng) -> list[list[object]]:
   import torch
   from flax import nnx
 
-  b, p, n = _BATCH.value, _PROMPT.value, _NEW.value
+  b, p, n = _M.batch.value, _M.prompt.value, _NEW.value
   prompt = rng.integers(0, cfg.vocab_size, (b, p))
   graphdef, params = nnx.split(ours)
 
@@ -207,7 +190,7 @@ def bench_decode(cfg, ours, theirs, rng) -> list[list[object]]:
                        "torch.generate": (torch_generate, no_sync),
                        "torch loop": (torch_loop, no_sync),
                        "codjax prefill": (lambda: jax_prefill(params, prompt_j), jax_sync),
-                       "torch prefill": (torch_prefill, no_sync)}, _ROUNDS.value, _WARMUP.value)
+                       "torch prefill": (torch_prefill, no_sync)}, _M.rounds.value, _M.warmup.value)
   ours_tok = np.asarray(jax_generate(params, prompt_j))
   agree = lambda x: f"tokens = codjax's: {np.mean(x == ours_tok):.0%}"  # noqa: E731
   # the peer is whichever torch decoder had the lower median wall time
@@ -227,21 +210,21 @@ def bench_decode(cfg, ours, theirs, rng) -> list[list[object]]:
 
 def main(argv):
   del argv
-  threads = pin_threads(_THREADS.value)
-  alloc = host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)
+  threads = pin_threads(_M.threads.value)
+  alloc = host_allocator.keep_freed_memory(_M.host_allocator.value)
   set_torch_threads(threads)
   import jax
   import numpy as np
 
   cfg, ours, theirs = build_models(_DTYPE.value)
-  rng = np.random.default_rng(_SEED.value)
+  rng = np.random.default_rng(_M.seed.value)
   print(f"# jax {jax.__version__} ({jax.devices()[0].platform}), threads={threads}, dtype={_DTYPE.value}, "
         f"params={cfg.num_params() / 1e6:.1f}M (hidden {cfg.hidden_size}, layers {cfg.num_hidden_layers}, "
         f"heads {cfg.num_attention_heads}/{cfg.num_key_value_heads}x{cfg.head_dim}, mlp "
         f"{cfg.intermediate_size}, vocab {cfg.vocab_size}, tied={cfg.tie_word_embeddings}), "
         f"codjax attention_impl={cfg.attention_impl}, "
-        f"rounds={_ROUNDS.value} (median)")
-  print(host_line() + f"; host allocator {_HOST_ALLOCATOR.value}: {alloc[1]}")
+        f"rounds={_M.rounds.value} (median)")
+  print(host_line() + f"; host allocator {_M.host_allocator.value}: {alloc[1]}")
   rows = []
   if "train" in _PARTS.value:
     rows += bench_train(cfg, ours, theirs, rng)

@@ -37,29 +37,16 @@ from absl import flags
 
 from codjax.train import host_allocator
 
-from common import (HEADER, host_line, interleaved, jax_sync, mib, no_sync, pin_threads, print_table, row,
-                    set_torch_threads)
+from common import (HEADER, define_model_flags, host_line, interleaved, jax_sync, mib, no_sync, pin_threads,
+                    print_table, row, set_torch_threads)
 
-_HIDDEN = flags.DEFINE_integer("hidden", 512, "hidden_size")
-_LAYERS = flags.DEFINE_integer("layers", 8, "num_hidden_layers")
-_HEADS = flags.DEFINE_integer("heads", 8, "num_attention_heads")
-_KV_HEADS = flags.DEFINE_integer("kv_heads", 4, "num_key_value_heads")
-_HEAD_DIM = flags.DEFINE_integer("head_dim", 64, "head_dim")
-_MLP = flags.DEFINE_integer("mlp", 1536, "intermediate_size")
-_VOCAB = flags.DEFINE_integer("vocab", 32768, "vocab_size of the speed benchmark")
-_TIED = flags.DEFINE_bool("tied", True, "tie the lm_head to the embedding (as Qwen3 <= 4B does)")
-_BATCH = flags.DEFINE_integer("batch", 4, "rows per step")
-_SEQ = flags.DEFINE_integer("seq", 512, "tokens per row (rows are right-padded to this)")
-_PROMPT = flags.DEFINE_integer("prompt", 64, "leading tokens of each row excluded from the loss")
+_M = define_model_flags(vocab_help="vocab_size of the speed benchmark", batch_help="rows per step",
+                        seq_help="tokens per row (rows are right-padded to this)", prompt_default=64,
+                        prompt_help="leading tokens of each row excluded from the loss",
+                        warmup_help="untimed steps per side before timing (compilation)")
 _TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "rollout temperature tau")
 _CHUNKS = flags.DEFINE_list("vocab_chunks", ["1", "8"], "codjax StepConfig.vocab_chunks settings to time")
-_ROUNDS = flags.DEFINE_integer("rounds", 5, "timed rounds per side (interleaved)")
-_WARMUP = flags.DEFINE_integer("warmup", 1, "untimed steps per side before timing (compilation)")
-_THREADS = flags.DEFINE_integer("threads", None, "cores for both frameworks (default: all available)")
 _PARTS = flags.DEFINE_list("parts", ["speed", "memory"], "speed, memory")
-_TORCH_ATTN = flags.DEFINE_string("torch_attn", "sdpa", "transformers attn_implementation")
-_SEED = flags.DEFINE_integer("seed", 0, "weights and data seed")
-_HOST_ALLOCATOR = host_allocator.define_flag()  # applies to both frameworks (same process)
 _MEM_VOCAB = flags.DEFINE_integer("mem_vocab", 151936, "memory part: vocabulary (Qwen3's)")
 _MEM_HIDDEN = flags.DEFINE_integer("mem_hidden", 256, "memory part: hidden size")
 _MEM_BATCH = flags.DEFINE_integer("mem_batch", 4, "memory part: rows")
@@ -94,21 +81,18 @@ def bench_speed(rng) -> list[list[object]]:
   import torch
   from transformers import Qwen3ForCausalLM
 
-  from codjax.models import Qwen3Config, init_model, save_pretrained
+  from codjax.models import init_model, save_pretrained
   from codjax.rl.logprobs import shifted_token_logprobs
   from codjax.rl.losses import LossConfig
   from codjax.rl.train_step import OptimizerConfig, StepConfig, init_train_state, make_optimizer, make_train_step
 
-  b, t, tau = _BATCH.value, _SEQ.value, _TEMPERATURE.value
-  cfg = Qwen3Config(vocab_size=_VOCAB.value, hidden_size=_HIDDEN.value, intermediate_size=_MLP.value,
-                    num_hidden_layers=_LAYERS.value, num_attention_heads=_HEADS.value,
-                    num_key_value_heads=_KV_HEADS.value, head_dim=_HEAD_DIM.value, rope_theta=1_000_000.0,
-                    tie_word_embeddings=_TIED.value, max_position_embeddings=max(4096, t))
-  batch = make_batch(rng, cfg.vocab_size, b, t, _PROMPT.value)
-  model = init_model(cfg, seed=_SEED.value)
+  b, t, tau = _M.batch.value, _M.seq.value, _TEMPERATURE.value
+  cfg = _M.qwen3_config(max_position_embeddings=max(4096, t))
+  batch = make_batch(rng, cfg.vocab_size, b, t, _M.prompt.value)
+  model = init_model(cfg, seed=_M.seed.value)
   with tempfile.TemporaryDirectory() as d:
     save_pretrained(model, d)
-    theirs = Qwen3ForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation=_TORCH_ATTN.value)
+    theirs = Qwen3ForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation=_M.torch_attn.value)
   theirs.train()
   current, _ = jax.jit(lambda tok, pos, seg: shifted_token_logprobs(model, tok, pos, seg, temperature=tau))(
       batch["tokens"], batch["positions"], batch["segment_ids"])
@@ -119,7 +103,7 @@ def bench_speed(rng) -> list[list[object]]:
   jbatch = {k: jnp.asarray(v) for k, v in batch.items()}
   runners, first = {}, {}
   for chunks in (int(c) for c in _CHUNKS.value):
-    graphdef, state = init_train_state(init_model(cfg, seed=_SEED.value), optimizer)
+    graphdef, state = init_train_state(init_model(cfg, seed=_M.seed.value), optimizer)
     step_cfg = StepConfig(loss="rec_oneside_nois", loss_cfg=LossConfig(eps_low=EPS_LOW, eps_high=EPS_HIGH),
                           vocab_chunks=chunks, temperature=tau)
     step = make_train_step(graphdef, optimizer, step_cfg, state)
@@ -154,7 +138,7 @@ def bench_speed(rng) -> list[list[object]]:
     return loss
 
   runners["torch eager"] = (torch_step, no_sync)
-  times = interleaved(runners, _ROUNDS.value, _WARMUP.value)
+  times = interleaved(runners, _M.rounds.value, _M.warmup.value)
   rows = []
   label = f"RL step B={b} T={t} V={cfg.vocab_size}"
   ref = first["torch"]
@@ -236,19 +220,19 @@ def bench_memory() -> list[list[object]]:
 
 def main(argv):
   del argv
-  threads = pin_threads(_THREADS.value)
-  alloc = host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)
+  threads = pin_threads(_M.threads.value)
+  alloc = host_allocator.keep_freed_memory(_M.host_allocator.value)
   set_torch_threads(threads)
   import jax
   import numpy as np
 
-  rng = np.random.default_rng(_SEED.value)
-  print(f"# jax {jax.__version__} ({jax.devices()[0].platform}), threads={threads}, rounds={_ROUNDS.value} "
-        f"(median); model hidden {_HIDDEN.value}, layers {_LAYERS.value}, heads {_HEADS.value}/"
-        f"{_KV_HEADS.value}x{_HEAD_DIM.value}, mlp {_MLP.value}, vocab {_VOCAB.value}, tied={_TIED.value}, fp32")
+  rng = np.random.default_rng(_M.seed.value)
+  print(f"# jax {jax.__version__} ({jax.devices()[0].platform}), threads={threads}, rounds={_M.rounds.value} "
+        f"(median); model hidden {_M.hidden.value}, layers {_M.layers.value}, heads {_M.heads.value}/"
+        f"{_M.kv_heads.value}x{_M.head_dim.value}, mlp {_M.mlp.value}, vocab {_M.vocab.value}, tied={_M.tied.value}, fp32")
   import torch  # noqa: F401  (loaded for host_line's torch CPU capability)
 
-  print(host_line() + f"; host allocator {_HOST_ALLOCATOR.value}: {alloc[1]}")
+  print(host_line() + f"; host allocator {_M.host_allocator.value}: {alloc[1]}")
   if "speed" in _PARTS.value:
     print_table(HEADER, bench_speed(rng))
   if "memory" in _PARTS.value:

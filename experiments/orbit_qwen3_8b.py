@@ -7,8 +7,7 @@ the paper, the paper's value is used and the script's is noted.
 Known deviations: task-instance seeds are codjax's (``codjax.envs.datasets.seed_splits`` rows grouped into
 packs of T, the instance a function of the pack seed), not ORBIT's sha256 scheme, and the pack sampler
 regroups rows every epoch, so training sees 512 fresh instances per game per epoch rather than one fixed pool
-of 512; word lists differ from nltk en-basic (codjax/envs/games/words.py). verl's dual-clip (c = 3 for A < 0)
-is not exposed by the trainer config (``rl.losses.LossConfig.dual_clip``).
+of 512; word lists differ from nltk en-basic (codjax/envs/games/words.py).
 
   python launch/plan_memory.py --config=experiments/orbit_qwen3_8b.py
   python launch/train.py --config=experiments/orbit_qwen3_8b.py --config.model.path=/path/to/Qwen3-8B
@@ -70,6 +69,10 @@ def get_config():
   c.algorithm.loss = "ppo"  # Sec. 3.2: PPO-style clipped surrogate
   c.algorithm.eps_low = 0.2  # Sec. 4.2: asymmetric clip (0.2, 0.28); same in the script
   c.algorithm.eps_high = 0.28
+  # A.4 item 3: ORBIT's public script trains with verl's PPO loss, which caps the loss of A < 0 tokens at
+  # -c A with verl's default dual-clip c = 3 (``clip_ratio_c``; the script does not change it). The paper does
+  # not mention it; the public recipe is what produced its numbers, so it is kept.
+  c.algorithm.dual_clip = 3.0
   c.algorithm.aggregation = "seq-mean-token-mean"  # public script's loss_agg_mode (A.4 item 4)
   c.algorithm.kl_type = ""  # Sec. 4.2: KL regularization disabled (script: use_kl_loss=False)
   c.algorithm.kl_coef = 0.0

@@ -41,6 +41,7 @@ def get_config():
   c.algorithm.red_weight = False
   c.algorithm.loss = "ppo"  # PPO-style clipped surrogate, asymmetric clip (paper Sec. 3.2)
   c.algorithm.eps_low, c.algorithm.eps_high = 0.2, 0.28  # paper Sec. 4.2
+  c.algorithm.dual_clip = 3.0  # verl's dual-clip in ORBIT's public script (orbit_evo.md A.4 item 3)
   c.algorithm.aggregation = "seq-mean-token-mean"  # ORBIT's public script (orbit_evo.md A.4)
   c.algorithm.kl_type, c.algorithm.kl_coef, c.algorithm.entropy_coef = "", 0.0, 0.0  # paper Sec. 4.2: off
   c.optim.learning_rate = 1e-4  # demo: tiny model from scratch (paper: 1e-6 for Qwen3-8B)

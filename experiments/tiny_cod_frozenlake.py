@@ -1,9 +1,10 @@
 """Tiny CPU CoD experiment (the README's main job): tiny Qwen3 -> SFT warm start -> CoD RL -> final eval.
 
 Everything runs on 2 CPU cores in about 20 minutes (measured 2026-12-01, README "What the main job shows"):
-after SFT the solve reward rises with the pack position (+0.18 +- 0.04 from position 0 to 3, 200 packs), and
-the 10 CoD RL steps raise the mean solve reward by +0.057 +- 0.019 (paired, +3.0 s.e.).
-The environment is FrozenLake-Obscure's ``tiny`` preset (codjax/envs/frozenlake.py: 3-4 side maps with few
+after SFT the solve reward rises with the pack position (+0.25 +- 0.04 from position 0 to 3, 200 packs), and
+the 10 CoD RL steps raise the mean solve reward by +0.029 +- 0.018 (paired, +1.7 s.e.; other hosts and seeds:
+README).
+The environment is FrozenLake-Obscure's ``tiny`` preset (codjax/envs/frozenlake/presets.py: 3-4 side maps with few
 holes, a step budget of shortest path + 1, relative move feedback, compact text), because a randomly
 initialized 1-2M-parameter model cannot learn the paper's train preset on CPU in minutes
 (shared/spec/tiny_demo_notes.md). The CoD protocol is the reference's with the
@@ -60,7 +61,7 @@ def get_config():
   c.sft.num_packs = 5000
   c.sft.seq_len = 512
   c.sft.expert_random_frac = 0.2  # headroom for RL: a fifth of the expert's moves are random
-  # slot scratchpad ``know Up=3 Down=? Left=? Right=4; go Up=3``: each step is a copy (frozenlake_expert.py)
+  # slot scratchpad ``know Up=3 Down=? Left=? Right=4; go Up=3``: each step is a copy (frozenlake/expert.py)
   c.sft.teacher_params = {"frozenlake_obscure": {"know_style": "slots"}}
   c.total_steps = 10
   c.eval.num_packs = 200  # >= 200 packs for standard errors

@@ -1,32 +1,40 @@
 """CoD-Deploy evaluation (cod_reference.md sec. 5): one trajectory per test pack, mean reward +- s.e. per
 position.
 
-The packs, the workflow (CoD, or ORBIT's multi-episode protocol) and its summary are exactly those of the
-trainer's periodic evaluation (``codjax.train.loop.Trainer.evaluate``): the first ``eval.num_packs`` packs
-of ``eval.pack_size`` rows of each evaluation environment's ``eval.split`` (``eval.envs``, else
-``data.envs``), rolled out once with ``workflow.rollout`` at ``eval.temperature`` and summarized with
-``workflow.summarize``. What is evaluated is chosen with ``--engine``:
+This launcher only chooses what is evaluated and writes the files; the evaluation itself is the trainer's
+(``codjax.eval.runner``, also called by ``codjax.train.loop.Trainer.evaluate``): the same packs (the first
+``eval.num_packs`` packs of ``eval.pack_size`` rows of each evaluation environment's ``eval.split``,
+``eval.envs`` else ``data.envs``, grouped by ``eval.packing``: ``cod``, or the Ralph loop's ``ralph_sample`` /
+``ralph_full``), the same sampling (``eval.temperature``, ``eval.top_p``, ``rollout.top_k``, the token budgets
+``rollout.max_prompt_tokens`` / ``rollout.max_response_tokens``) and seed, the same chat-template arguments
+(``model.enable_thinking``: the paper's Table 1 evaluates Qwen3 with thinking disabled), one rollout with
+``workflow.rollout`` and ``workflow.summarize`` per environment. What is evaluated is chosen with ``--engine``:
 
-  jax | vllm     the checkpoint ``model.path`` (an HF directory) on the JAX sampler or in-process vLLM
-  openai         a served model (``--base_url``, ``--model_name``), through its chat endpoint
+  jax | vllm     the checkpoint ``model.path`` (an HF directory), loaded with ``model.dtype``,
+                 ``model.param_dtype`` and the other compute fields as the trainer loads it, on the JAX sampler
+                 or in-process vLLM (``codjax.train.engines.build_engine``)
+  openai         a served model (``--base_url``, ``--model_name``), through its chat endpoint; the template
+                 arguments are sent as ``chat_template_kwargs`` (vLLM, SGLang) unless ``--noserver_template_kwargs``
+                 (for APIs that reject unknown request fields)
   expert|random  each environment's scripted policy (``codjax.envs.experts.make_policy``)
 
-Without ``--engine`` the config's ``rollout.engine`` is used. The checkpoint engines apply the config's
-token budgets (``rollout.max_prompt_tokens``, ``rollout.max_response_tokens``), as in training. Text policies
-(openai, expert, random) are never cut by codjax (a server applies its own limits); when a tokenizer is
-available (``--tokenizer``, else ``model.path``) their conversations are tokenized with it
-(``TokenizingBackend``) so the token counts are reported, otherwise token counts are 0.
+Without ``--engine`` the config's ``rollout.engine`` is used. Text policies (openai, expert, random) are never
+cut by codjax (a server applies its own limits); when a tokenizer is available (``--tokenizer``, else
+``model.path``) their conversations are tokenized with it and the template arguments (``TokenizingBackend``)
+so the token counts are reported, otherwise token counts are 0.
 
   python launch/evaluate.py --config=experiments/eval_frozenlake_hard.py --config.model.path=CKPT --out=DIR
+  python launch/evaluate.py --config=experiments/eval_alchemy_easy_ralph.py --config.model.path=CKPT --out=DIR
   python launch/evaluate.py --config=experiments/tiny_cod_frozenlake.py --engine=expert --out=DIR
-  python launch/evaluate.py --config=experiments/tiny_cod_frozenlake.py --engine=expert --expert_random_frac=0.2 \
+  python launch/evaluate.py --config=experiments/tiny_cod_frozenlake.py --engine=expert --expert_random_frac=0.2 \\
       --out=DIR   # the SFT teacher of sft.expert_random_frac=0.2
   python launch/evaluate.py --config=experiments/eval_terminal.py --engine=openai \\
       --base_url=http://localhost:8000/v1 --model_name=Qwen/Qwen3-8B --out=DIR
 
 Writes ``DIR/eval.json`` (``{"meta": ..., "results": {env label: summary}}``; for CoD each summary holds
 ``reward_mean``/``reward_se`` per position, ``format_error_rate`` per position, ``hint_parse_rate``,
-``generated_tokens``, ``response_tokens_mean``, ``truncated_episodes``) and prints the table.
+``generated_tokens``, ``response_tokens_mean``, ``truncated_episodes``; ``meta`` names the engine, the packs,
+their packing and seeds, and the template arguments) and prints the table.
 """
 
 from __future__ import annotations
@@ -34,7 +42,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -42,7 +49,6 @@ from ml_collections import config_flags
 from codjax.train import host_allocator
 
 ENGINES = ("jax", "vllm", "openai", "expert", "random")
-UNBOUNDED = 1 << 40
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment config file", lock_config=True)
 _ENGINE = flags.DEFINE_enum("engine", None, ENGINES, "what to evaluate (default: the config's rollout.engine)")
@@ -52,6 +58,8 @@ _BASE_URL = flags.DEFINE_string("base_url", "", "openai: server URL including th
 _MODEL_NAME = flags.DEFINE_string("model_name", "", "openai: the served model's name")
 _CONCURRENCY = flags.DEFINE_integer("concurrency", 32, "openai: requests in flight")
 _TIMEOUT = flags.DEFINE_float("timeout_s", 600.0, "openai: seconds per request attempt")
+_SERVER_TEMPLATE_KWARGS = flags.DEFINE_bool("server_template_kwargs", True, "openai: send the config's chat-"
+                                            "template arguments as chat_template_kwargs (vLLM, SGLang)")
 _RANDOM_FRAC = flags.DEFINE_float("expert_random_frac", 0.0, "expert: answer this fraction of solve turns with "
                                   "the random policy (the SFT teacher of sft.expert_random_frac)")
 _TOKENIZER = flags.DEFINE_string("tokenizer", "", "text policies: tokenizer directory for token counts "
@@ -59,159 +67,141 @@ _TOKENIZER = flags.DEFINE_string("tokenizer", "", "text policies: tokenizer dire
 _HOST_ALLOCATOR = host_allocator.define_flag()
 
 
-def sampling_params(cfg):
-  """The evaluation sampling parameters (as the trainer's evaluation uses them)."""
-  from codjax.rollout.base import SamplingParams
+@dataclasses.dataclass(frozen=True)
+class Options:
+  """The command line's choices besides the config (``main`` fills them from the flags)."""
 
-  r = cfg.rollout
-  return SamplingParams(temperature=float(cfg.eval.temperature), top_p=float(cfg.eval.top_p), top_k=int(r.top_k),
-                        max_tokens=int(r.max_response_tokens))
+  engine: str
+  base_url: str = ""
+  model_name: str = ""
+  concurrency: int = 32
+  timeout_s: float = 600.0
+  server_template_kwargs: bool = True
+  expert_random_frac: float = 0.0
+  tokenizer: str = ""
 
-
-def eval_specs(cfg):
-  from codjax.train.data import env_specs
-
-  return env_specs(cfg.eval.envs) if len(cfg.eval.envs) else env_specs(cfg.data.envs)
-
-
-def eval_seed(cfg) -> int:
-  """The sampling seed of the trainer's evaluation (``Trainer.evaluate``), so both draw the same keys."""
-  from codjax.envs.base import derive_seed
-
-  return derive_seed(int(cfg.seed), 99991)
+  def __post_init__(self):
+    if self.engine not in ENGINES:
+      raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
 
 
-def _tokenizer(cfg):
-  """``--tokenizer``, else the tokenizer of ``model.path`` when that directory exists, else None."""
-  from codjax.models.tokenizer import load_tokenizer
-
-  if _TOKENIZER.value:
-    return load_tokenizer(_TOKENIZER.value)
-  path = str(cfg.model.path)
-  return load_tokenizer(path) if path and os.path.isdir(path) else None
-
-
-class _ModelEngine:
-  """The checkpoint on the JAX sampler or vLLM, behind one ``EngineBackend`` for all environments."""
+class _CheckpointEngine:
+  """The checkpoint ``model.path`` on the JAX sampler or vLLM, loaded as the trainer loads its policy."""
 
   def __init__(self, cfg, engine_name: str):
-    from codjax.agents.token_backend import EngineBackend
     from codjax.models import from_pretrained
     from codjax.models.tokenizer import load_tokenizer
     from codjax.parallel import maybe_initialize_distributed, mesh_from_config
-    from codjax.train.config import validate
+    from codjax.train.config import model_compute_overrides
     from codjax.train.engines import build_engine
 
-    validate(cfg)
     path = str(cfg.model.path)
     if not path or not os.path.isfile(os.path.join(path, "config.json")):
       raise ValueError(f"--engine={engine_name} evaluates a checkpoint: set --config.model.path to an HF "
                        f"directory (got {path!r})")
     maybe_initialize_distributed()
     mesh = mesh_from_config(cfg.mesh)
-    model = from_pretrained(path, dtype=str(cfg.model.dtype), mesh=mesh, attention_impl=str(cfg.model.attention_impl),
-                            scan_layers=bool(cfg.model.scan_layers))
+    model = from_pretrained(path, dtype=str(cfg.model.dtype), mesh=mesh, **model_compute_overrides(cfg.model))
     rollout = cfg.rollout.copy_and_resolve_references()
     rollout.engine = engine_name
     self.engine = build_engine(rollout, model, path, mesh, seed=int(cfg.seed))
-    self.backend = EngineBackend(self.engine, load_tokenizer(path), sampling_params(cfg),
-                                 max_prompt_tokens=int(cfg.rollout.max_prompt_tokens), seed=eval_seed(cfg))
+    self.tokenizer = load_tokenizer(path)
 
-  def backend_for(self, spec):
-    del spec
-    return self.backend
+  def evaluate(self, cfg):
+    from codjax.eval.runner import evaluate_engine
+
+    return evaluate_engine(cfg, self.engine, self.tokenizer)
 
   def close(self):
     self.engine.close()
 
 
 class _TextPolicies:
-  """Scripted policies (one per environment) or a served model, optionally token-counted."""
+  """Scripted policies (one per environment) or a served model, token-counted when a tokenizer is known."""
 
-  def __init__(self, cfg, engine_name: str):
+  def __init__(self, cfg, opts: Options):
+    from codjax.models.tokenizer import load_tokenizer
+
     self.cfg = cfg
-    self.kind = engine_name
-    self.tok = _tokenizer(cfg)
+    self.opts = opts
+    path = opts.tokenizer or str(cfg.model.path)
+    self.tok = load_tokenizer(path) if (opts.tokenizer or (path and os.path.isdir(path))) else None
     self.server = None
-    if engine_name == "openai":
+    if opts.engine == "openai":
+      from codjax.eval.runner import eval_seed, sampling_params, template_kwargs
       from codjax.rollout.openai_engine import OpenAIBackend, OpenAIEngine
 
-      if not _BASE_URL.value or not _MODEL_NAME.value:
+      if not opts.base_url or not opts.model_name:
         raise ValueError("--engine=openai needs --base_url and --model_name")
-      self.server = OpenAIEngine(_BASE_URL.value, _MODEL_NAME.value, max_concurrency=_CONCURRENCY.value,
-                                 timeout_s=_TIMEOUT.value)
-      params = sampling_params(cfg)
-      params = dataclasses.replace(params, seed=eval_seed(cfg) % 2**31)
+      extra = {"chat_template_kwargs": template_kwargs(cfg)} if opts.server_template_kwargs else None
+      self.server = OpenAIEngine(opts.base_url, opts.model_name, max_concurrency=opts.concurrency,
+                                 timeout_s=opts.timeout_s, extra_body=extra)
+      params = dataclasses.replace(sampling_params(cfg), seed=eval_seed(cfg) % 2**31)
       self.server_backend = OpenAIBackend(self.server, params)
 
   def backend_for(self, spec):
     from codjax.agents.episode import PolicyBackend
-    from codjax.agents.token_backend import TokenizingBackend
     from codjax.envs.experts import make_policy
+    from codjax.eval.runner import token_counting_backend
     from codjax.train.sft import configured_teacher
 
     if self.server is not None:
       inner = self.server_backend
     else:
-      policy = (configured_teacher(self.cfg, spec.name, _RANDOM_FRAC.value) if self.kind == "expert"
-                else make_policy(spec.name, self.kind))
+      policy = (configured_teacher(self.cfg, spec.name, self.opts.expert_random_frac) if self.opts.engine == "expert"
+                else make_policy(spec.name, self.opts.engine))
       inner = PolicyBackend(policy, seed=int(self.cfg.seed))
-    if self.tok is None:
-      return inner
-    return TokenizingBackend(inner, self.tok, max_prompt_tokens=UNBOUNDED)  # counted, never cut
+    return inner if self.tok is None else token_counting_backend(self.cfg, inner, self.tok)
+
+  def evaluate(self, cfg):
+    from codjax.eval.runner import run_evaluation
+
+    return run_evaluation(cfg, self.backend_for)
 
   def close(self):
     if self.server is not None:
       self.server.close()
 
 
-def evaluate(cfg, engine_name: str) -> tuple[dict, dict]:
-  """Rolls out and summarizes every evaluation environment; returns ({label: summary}, meta)."""
-  from codjax.train.data import eval_packs
-  from codjax.train.workflows import get_workflow
+def evaluate(cfg, opts: Options) -> tuple[dict, dict]:
+  """Evaluates what ``opts.engine`` names through ``codjax.eval.runner``; returns ({label: summary}, meta)."""
+  from codjax.train.config import validate
 
-  if engine_name not in ENGINES:
-    raise ValueError(f"engine must be one of {ENGINES}, got {engine_name!r}")
-  workflow = get_workflow(str(cfg.workflow))
-  specs = eval_specs(cfg)
-  ev, d = cfg.eval, cfg.data
-  packs = {s.label: eval_packs(s, int(ev.num_packs), int(ev.pack_size), int(d.n_train), int(d.n_test),
-                               int(d.split_seed), split=str(ev.split)) for s in specs}
-  runner = _ModelEngine(cfg, engine_name) if engine_name in ("jax", "vllm") else _TextPolicies(cfg, engine_name)
-  results, seconds = {}, {}
+  validate(cfg)
+  checkpoint = opts.engine in ("jax", "vllm")
+  runner = _CheckpointEngine(cfg, opts.engine) if checkpoint else _TextPolicies(cfg, opts)
   try:
-    for spec in specs:
-      t0 = time.perf_counter()
-      trajs = workflow.rollout(runner.backend_for(spec), packs[spec.label], 1, cfg)
-      results[spec.label] = workflow.summarize(trajs)
-      seconds[spec.label] = time.perf_counter() - t0
+    ev = runner.evaluate(cfg)
   finally:
     runner.close()
-  meta = {"engine": engine_name, "config": str(cfg.name), "workflow": str(cfg.workflow),
-          "model_path": str(cfg.model.path) if engine_name in ("jax", "vllm") else "",
-          "served_model": _MODEL_NAME.value if engine_name == "openai" else "",
-          "num_packs": int(ev.num_packs), "pack_size": int(ev.pack_size), "split": str(ev.split),
-          "temperature": float(ev.temperature), "seed": int(cfg.seed),
-          "envs": {s.label: {"name": s.name, "preset": s.preset, "params": s.params} for s in specs},
-          "pack_seeds": {label: [p.pack_seed for p in ps] for label, ps in packs.items()},
-          "wall_s": seconds}
-  return results, meta
+  meta = {"engine": opts.engine, "model_path": str(cfg.model.path) if checkpoint else "",
+          "served_model": opts.model_name if opts.engine == "openai" else "", **ev.meta}
+  return ev.results, meta
+
+
+def write_eval(out_dir: str, results: dict, meta: dict) -> str:
+  """Writes ``out_dir/eval.json`` (``{"meta", "results"}``); returns its path."""
+  os.makedirs(out_dir, exist_ok=True)
+  path = os.path.join(out_dir, "eval.json")
+  with open(path, "w") as f:
+    json.dump({"meta": meta, "results": results}, f, indent=2)
+  return path
 
 
 def main(argv):
   del argv
   host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)  # before JAX starts its threads
   cfg = _CONFIG.value
-  engine_name = _ENGINE.value or str(cfg.rollout.engine)
-  results, meta = evaluate(cfg, engine_name)
-  os.makedirs(_OUT.value, exist_ok=True)
-  path = os.path.join(_OUT.value, "eval.json")
-  with open(path, "w") as f:
-    json.dump({"meta": meta, "results": results}, f, indent=2)
+  opts = Options(engine=_ENGINE.value or str(cfg.rollout.engine), base_url=_BASE_URL.value,
+                 model_name=_MODEL_NAME.value, concurrency=_CONCURRENCY.value, timeout_s=_TIMEOUT.value,
+                 server_template_kwargs=_SERVER_TEMPLATE_KWARGS.value, expert_random_frac=_RANDOM_FRAC.value,
+                 tokenizer=_TOKENIZER.value)
+  results, meta = evaluate(cfg, opts)
+  path = write_eval(_OUT.value, results, meta)
   from codjax.train.workflows import get_workflow
 
-  who = _LABEL.value or (engine_name if engine_name not in ("jax", "vllm")
-                         else f"{engine_name}:{os.path.basename(os.path.normpath(str(cfg.model.path)))}")
+  who = _LABEL.value or (opts.engine if opts.engine not in ("jax", "vllm")
+                         else f"{opts.engine}:{os.path.basename(os.path.normpath(str(cfg.model.path)))}")
   print(get_workflow(str(cfg.workflow)).table({f"{who} / {label}": r for label, r in results.items()}))
   print(f"wrote {path}")
 

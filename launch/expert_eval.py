@@ -6,31 +6,37 @@ every environment that ``codjax.envs.make`` knows and that has registered polici
 
   python launch/expert_eval.py --env=frozenlake_obscure --preset=train --policy=expert --packs=500 --pack_size=4
   python launch/expert_eval.py --env=alchemy_random --preset=hard --no_hints --out=/tmp/alchemy_hard.json
-  python launch/expert_eval.py --env=maze --params=size=7          # environment parameters as key=value
+  python launch/expert_eval.py --env=maze --params.max_turns=12   # environment parameters
 
 ``--no_hints`` disables the context: no update episodes and no hint section in any system prompt, so every
 task is solved from scratch. ``--seeds_file`` (a ``launch/make_datasets.py`` output) takes the task seeds of
-each pack from a dataset split instead of deriving them from the pack seed.
+each pack from a dataset split instead of deriving them from the pack seed. Environment parameters are
+ml_collections config overrides, ``--params.<name>=<value>`` (a Python literal, else a string), the mechanism
+of the other launchers' ``--config.a.b=value``; the environment rejects names it does not know. Standard
+errors are ``codjax.eval.stats.mean_se`` over packs.
 """
 
 from __future__ import annotations
 
-import ast
 import json
-import math
 import time
 
 from absl import app
 from absl import flags
+import ml_collections
+from ml_collections import config_flags
 import numpy as np
 
 from codjax.agents.cod import run_text_packs
 from codjax.envs import derive_seed, make
 from codjax.envs.experts import make_policy
+from codjax.eval.stats import mean_se
 
 _ENV = flags.DEFINE_string("env", None, "Registered environment name.", required=True)
 _PRESET = flags.DEFINE_string("preset", None, "Environment preset (omit to use the environment's default).")
-_PARAMS = flags.DEFINE_list("params", [], "Extra environment parameters, key=value (Python literals).")
+_PARAMS = config_flags.DEFINE_config_dict("params", ml_collections.ConfigDict(),
+                                          "Environment parameters: --params.<name>=<Python literal>.",
+                                          lock_config=False, accept_new_attributes=True)
 _POLICY = flags.DEFINE_enum("policy", "expert", ["expert", "random"], "Scripted policy.")
 _PACKS = flags.DEFINE_integer("packs", 500, "Number of packs.")
 _PACK_SIZE = flags.DEFINE_integer("pack_size", 4, "Tasks per pack (S).")
@@ -39,19 +45,6 @@ _SEED = flags.DEFINE_integer("seed", 0, "Seed of the pack seeds and of the polic
 _SEEDS_FILE = flags.DEFINE_string("seeds_file", None, "Dataset JSON from make_datasets.py (task seeds).")
 _SPLIT = flags.DEFINE_enum("split", "test", ["train", "test"], "Split of --seeds_file.")
 _OUT = flags.DEFINE_string("out", None, "Write the results as JSON here.")
-
-
-def parse_params(items: list[str]) -> dict:
-  out = {}
-  for item in items:
-    key, sep, value = item.partition("=")
-    if not sep or not key:
-      raise ValueError(f"--params entries must be key=value, got {item!r}")
-    try:
-      out[key] = ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-      out[key] = value
-  return out
 
 
 def pack_plan(num_packs: int, pack_size: int, seed: int, seeds_file: str | None, split: str
@@ -70,17 +63,14 @@ def pack_plan(num_packs: int, pack_size: int, seed: int, seeds_file: str | None,
 
 def summarize(rewards: np.ndarray) -> dict:
   """Per-position mean, standard error and the last-minus-first gap (paired over packs)."""
-  n = rewards.shape[0]
-  se = rewards.std(axis=0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros(rewards.shape[1])
-  gap = rewards[:, -1] - rewards[:, 0]
-  gap_se = float(gap.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
-  return {"mean": rewards.mean(axis=0).tolist(), "se": se.tolist(), "n": n, "gap": float(gap.mean()),
-          "gap_se": gap_se}
+  mean, se = mean_se(rewards)
+  gap, gap_se = mean_se(rewards[:, -1] - rewards[:, 0])
+  return {"mean": mean.tolist(), "se": se.tolist(), "n": int(rewards.shape[0]), "gap": gap, "gap_se": gap_se}
 
 
 def main(argv):
   del argv
-  params = parse_params(_PARAMS.value)
+  params = _PARAMS.value.to_dict()
   if _PRESET.value is not None:
     params["preset"] = _PRESET.value
   family = make(_ENV.value, **params)

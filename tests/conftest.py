@@ -1,8 +1,23 @@
-"""Shared fixtures. Sharding tests need 8 fake CPU devices, which must be requested before jax starts."""
+"""Shared fixtures. The suite runs on the CPU platform with 8 fake CPU devices (sharding tests), both of
+which must be set before jax starts: ``JAX_PLATFORMS=cpu`` is forced (so a machine with ``jax[cuda12]``
+installed still runs the CPU suite), and the fake-device flag is appended to any ``XLA_FLAGS`` the user
+already set (an existing device-count flag is replaced, never duplicated)."""
 
 import os
+import re
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+NUM_FAKE_DEVICES = 8
+
+
+def with_fake_devices(xla_flags: str, n: int = NUM_FAKE_DEVICES) -> str:
+  """``xla_flags`` with exactly one ``--xla_force_host_platform_device_count=n``; other flags kept in order."""
+  kept = [f for f in xla_flags.split() if not re.fullmatch(re.escape(DEVICE_COUNT_FLAG) + r"(=\S*)?", f)]
+  return " ".join(kept + [f"{DEVICE_COUNT_FLAG}={n}"])
+
+
+os.environ["JAX_PLATFORMS"] = "cpu"
+os.environ["XLA_FLAGS"] = with_fake_devices(os.environ.get("XLA_FLAGS", ""))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

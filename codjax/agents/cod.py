@@ -17,7 +17,6 @@ times), ``ralph_full`` (every task becomes a pack of S copies of itself).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Sequence
 
 import numpy as np
@@ -281,12 +280,3 @@ def run_text_packs(policy, family: EnvFamily, pack_seeds: Sequence[int], pack_si
   return run_cod(PolicyBackend(policy, seed), packs, repeats,
                  CodSettings(use_hints=use_hints, hint_penalty=hint_penalty))
 
-
-def position_table(trajectories: Sequence[CodTrajectory]) -> dict[str, list[float]]:
-  """Mean and standard error of the solve reward per pack position (the paper's primary metric)."""
-  if not trajectories:
-    raise ValueError("no trajectories")
-  r = np.stack([t.task_rewards for t in trajectories])  # [N, S]
-  n = r.shape[0]
-  se = r.std(axis=0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros(r.shape[1])
-  return {"mean": r.mean(axis=0).tolist(), "se": se.tolist(), "n": n}

@@ -156,9 +156,6 @@ class OrbitTrajectory:
     """Visited states per game episode (for the exploration metric)."""
     return [list(g.states) for g in self.games]
 
-  def episodes(self) -> list[Episode]:
-    return [self.episode]
-
 
 class OrbitWorkflow(Workflow):
   """State machine of one ORBIT trajectory: a single conversation over successive game episodes."""

@@ -18,14 +18,15 @@ import importlib
 import random
 from typing import Any
 
-# env name -> (module, expert class, random class); each module defines both classes.
+# env name -> (module, expert class, random class); each module (an environment package's expert.py, or a
+# game's oracle) defines both classes.
 _POLICIES: dict[str, tuple[str, str, str]] = {
-    "frozenlake_obscure": ("codjax.envs.frozenlake_expert", "FrozenLakeExpert", "FrozenLakeRandom"),
-    "alchemy_random": ("codjax.envs.alchemy_expert", "AlchemyExpert", "AlchemyRandom"),
+    "frozenlake_obscure": ("codjax.envs.frozenlake.expert", "FrozenLakeExpert", "FrozenLakeRandom"),
+    "alchemy_random": ("codjax.envs.alchemy.expert", "AlchemyExpert", "AlchemyRandom"),
     "terminal_simulator": ("codjax.envs.terminal.expert", "TerminalExpert", "TerminalRandom"),
     "pde_discovery": ("codjax.envs.pde.expert", "PdeExpert", "PdeRandom"),
-    "optimal_control": ("codjax.envs.optimal_control_expert", "ControlExpert", "ControlRandom"),
-    "grid_navigation": ("codjax.envs.grid_navigation_expert", "GridExpert", "GridRandom"),
+    "optimal_control": ("codjax.envs.optimal_control.expert", "ControlExpert", "ControlRandom"),
+    "grid_navigation": ("codjax.envs.grid_navigation.expert", "GridExpert", "GridRandom"),
     **{game: (f"codjax.envs.games.oracles.{game}", "Expert", "Random")
        for game in ("rps", "minesweeper", "hangman", "wordle", "blackjack", "maze", "mastermind")},
 }

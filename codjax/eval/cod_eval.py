@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
 
 from codjax.agents.cod import CodSettings, CodTrajectory, Pack, run_cod
-
-
-def _mean_se(x: np.ndarray) -> tuple[float, float]:
-  if x.size == 0:
-    return float("nan"), float("nan")
-  se = float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else 0.0
-  return float(x.mean()), se
+from codjax.eval.stats import mean_se as _mean_se  # (mean, s.e.) of a 1-D sample: two floats
 
 
 def summarize(trajs: Sequence[CodTrajectory]) -> dict:

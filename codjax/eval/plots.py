@@ -1,9 +1,14 @@
 """Reading run directories and plotting the CoD effect (``notebooks/explore_run.ipynb``).
 
 A run directory (``codjax.train.loop``) holds ``metrics.jsonl`` (one JSON object per logged step with
-``"step"`` and keys such as ``reward/<env>/pos<k>``) and ``eval/<tag>.json`` files of the form
-``{"step": s, "results": {label: {"reward_mean": [...], "reward_se": [...], "n": ..., ...}}}``; a standalone
-evaluation file (``launch/evaluate.py``) has the same form.
+``"step"`` and keys such as ``reward/<env>/pos<k>``), ``eval/<tag>.json`` files of the form
+``{"step": s, "results": {label: {"reward_mean": [...], "reward_se": [...], "n": ..., ...}}}`` (ORBIT
+summaries hold ``episode_success``/``episode_success_se`` per episode instead, read the same way), and
+``eval/rl_effect.json``, the paired change of the evaluation reward from ``start`` to ``final``
+(``{label: {"n", "mean", "se", "per_position": [[mean, se], ...]}}``, ``codjax.eval.cod_eval.compare``), read
+into ``Run.rl_effect``. A standalone evaluation file (``launch/evaluate.py``'s ``{"meta", "results"}``) is read
+as one checkpoint at step ``meta["step"]`` (0 when absent). Any other file under ``eval/`` is an error, so
+that a new file the trainer writes is either read here or named in ``NOT_EVALUATIONS``.
 
 Figures follow the paper's Figures 4 and 5: training reward per pack position over RL steps, smoothed by a
 running average over a window of 17 logged steps, and evaluation reward per position per checkpoint (step 0 =
@@ -23,6 +28,10 @@ import numpy as np
 
 _TRAIN_KEY = re.compile(r"^reward/(?P<env>.+)/pos(?P<pos>\d+)$")
 PAPER_WINDOW = 17  # paper Figures 4, 5, 8: running-average window of size 17
+RL_EFFECT_FILE = "rl_effect.json"  # Trainer._report_improvement
+NOT_EVALUATIONS = (RL_EFFECT_FILE,)  # files of eval/ that are not per-checkpoint evaluations
+# per-position (CoD) and per-episode (ORBIT) series of a summary: (means key, standard errors key)
+_SERIES_KEYS = (("reward_mean", "reward_se"), ("episode_success", "episode_success_se"))
 
 
 @dataclasses.dataclass
@@ -41,6 +50,7 @@ class Run:
   config: dict | None
   metrics: list[dict]
   evals: list[EvalPoint]
+  rl_effect: dict | None = None  # eval/rl_effect.json: {label: paired final - start difference}
 
   def train_positions(self) -> dict[str, dict[int, tuple[np.ndarray, np.ndarray]]]:
     """{env: {position: (steps, rewards)}} from the ``reward/<env>/pos<k>`` training metrics."""
@@ -57,17 +67,55 @@ class Run:
 
 
 def load_eval(path: str) -> EvalPoint:
-  """Reads one ``{"step", "results"}`` evaluation file."""
+  """Reads one evaluation file: the trainer's ``{"step", "results"}`` or launch/evaluate.py's
+  ``{"meta", "results"}`` (step ``meta["step"]``, else 0)."""
   with open(path) as f:
     d = json.load(f)
-  if not isinstance(d, dict) or "results" not in d or "step" not in d:
-    raise ValueError(f"{path}: not an evaluation file (needs 'step' and 'results')")
-  return EvalPoint(os.path.splitext(os.path.basename(path))[0], int(d["step"]), dict(d["results"]))
+  if not isinstance(d, dict) or not isinstance(d.get("results"), dict) or not ("step" in d or "meta" in d):
+    raise ValueError(f"{path}: not an evaluation file (needs 'results' and 'step' or 'meta')")
+  step = d["step"] if "step" in d else d["meta"].get("step", 0)
+  return EvalPoint(os.path.splitext(os.path.basename(path))[0], int(step), dict(d["results"]))
+
+
+def load_rl_effect(path: str) -> dict:
+  """Reads ``eval/rl_effect.json``: {label: {"n", "mean", "se", "per_position": [[mean, se], ...]}}."""
+  with open(path) as f:
+    d = json.load(f)
+  ok = isinstance(d, dict) and all(isinstance(r, dict) and {"mean", "se", "per_position"} <= set(r)
+                                   for r in d.values())
+  if not ok:
+    raise ValueError(f"{path}: not an RL-effect file (needs {{label: {{mean, se, per_position}}}})")
+  return d
+
+
+def format_rl_effect(rl_effect: dict) -> str:
+  """One line per label: the paired mean difference final - start, in standard errors, and per position."""
+  lines = []
+  for label, r in rl_effect.items():
+    z = r["mean"] / r["se"] if r["se"] > 0 else float("nan")
+    per = " ".join(f"{m:+.3f}+-{se:.3f}" for m, se in r["per_position"])
+    lines.append(f"{label}: paired diff {r['mean']:+.3f} +- {r['se']:.3f} ({z:+.1f} s.e., n={r.get('n', '?')}); "
+                 f"per position {per}")
+  return "\n".join(lines)
+
+
+def format_results(results: dict[str, dict]) -> str:
+  """A text table of one evaluation's ``{label: summary}``: ``cod_eval.format_table`` for CoD summaries, one
+  line of per-episode success (mean +- s.e.) per label for ORBIT summaries."""
+  from codjax.eval.cod_eval import format_table
+
+  cod = {label: r for label, r in results.items() if "reward_mean" in r}
+  lines = [format_table(cod)] if cod else []
+  for label, r in results.items():
+    if label not in cod:
+      m, se = r.get("episode_success", []), r.get("episode_success_se", [])
+      lines.append(f"{label}: " + " ".join(f"Ep{k + 1} {a:.3f}+-{b:.3f}" for k, (a, b) in enumerate(zip(m, se))))
+  return "\n".join(lines)
 
 
 def load_run(run_dir: str, name: str | None = None) -> Run:
-  """Reads ``metrics.jsonl``, ``config.json`` (when present) and every ``eval/*.json`` of a run, evaluations
-  sorted by step (a ``start`` evaluation before later ones at the same step)."""
+  """Reads ``metrics.jsonl``, ``config.json`` (when present), every ``eval/*.json`` evaluation of a run,
+  sorted by step (a ``start`` evaluation before later ones at the same step), and ``eval/rl_effect.json``."""
   if not os.path.isdir(run_dir):
     raise FileNotFoundError(f"run directory {run_dir!r} does not exist")
   metrics = []
@@ -77,11 +125,14 @@ def load_run(run_dir: str, name: str | None = None) -> Run:
       metrics = [json.loads(line) for line in f if line.strip()]
   cpath = os.path.join(run_dir, "config.json")
   config = json.load(open(cpath)) if os.path.isfile(cpath) else None
-  evals = [load_eval(p) for p in glob.glob(os.path.join(run_dir, "eval", "*.json"))]
+  paths = sorted(glob.glob(os.path.join(run_dir, "eval", "*.json")))
+  evals = [load_eval(p) for p in paths if os.path.basename(p) not in NOT_EVALUATIONS]
   evals.sort(key=lambda e: (e.step, e.tag != "start", e.tag))
+  effect_path = os.path.join(run_dir, "eval", RL_EFFECT_FILE)
+  rl_effect = load_rl_effect(effect_path) if os.path.isfile(effect_path) else None
   if not metrics and not evals:
     raise ValueError(f"{run_dir!r} has neither metrics.jsonl nor eval/*.json")
-  return Run(name or os.path.basename(os.path.normpath(run_dir)), run_dir, config, metrics, evals)
+  return Run(name or os.path.basename(os.path.normpath(run_dir)), run_dir, config, metrics, evals, rl_effect)
 
 
 def smooth(values: Sequence[float], window: int = PAPER_WINDOW) -> np.ndarray:
@@ -130,12 +181,16 @@ def plot_train_positions(runs: Sequence[Run], window: int = PAPER_WINDOW, axes=N
 
 
 def eval_positions(evals: Sequence[EvalPoint]) -> dict[str, dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-  """{label: {position: (steps, means, standard errors)}} over the checkpoints, sorted by step. Two files of
-  one step (``step_<s>`` and ``final``) are one checkpoint: the later file in the given order wins."""
+  """{label: {position: (steps, means, standard errors)}} over the checkpoints, sorted by step (positions of a
+  CoD pack, or episodes of an ORBIT trajectory). Two files of one step (``step_<s>`` and ``final``) are one
+  checkpoint: the later file in the given order wins."""
   by: dict[str, dict[int, dict[int, tuple[float, float]]]] = {}
   for e in evals:
     for label, r in e.results.items():
-      for k, (m, se) in enumerate(zip(r["reward_mean"], r["reward_se"])):
+      keys = next((k for k in _SERIES_KEYS if k[0] in r and k[1] in r), None)
+      if keys is None:
+        raise ValueError(f"evaluation {e.tag!r}, {label!r}: no per-position series ({_SERIES_KEYS})")
+      for k, (m, se) in enumerate(zip(r[keys[0]], r[keys[1]])):
         by.setdefault(label, {}).setdefault(k, {})[e.step] = (float(m), float(se))
   out = {}
   for label, pos in sorted(by.items()):

@@ -13,11 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import jax
-import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 from flax import nnx
@@ -26,6 +24,7 @@ from safetensors.numpy import save_file
 
 from codjax.models.config import DTYPES, Qwen3Config
 from codjax.models.qwen3 import PARAM_LOGICAL_AXES, Qwen3, abstract_model
+from codjax.parallel.sharding import param_sharding
 
 _NP_DTYPES = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
 
@@ -196,8 +195,6 @@ def from_pretrained(path: str, dtype: str | None = None, mesh: jax.sharding.Mesh
       raise ValueError(f"checkpoint {path!r} has no tensor {hf_name!r} required by the config")
     by_param.setdefault(rule.param, []).append((hf_name, rule, layer))
 
-  from codjax.parallel.sharding import param_sharding  # local import: models -> parallel only here
-
   np_dtype = _NP_DTYPES[cfg.param_dtype]
   cache: dict[str, np.ndarray] = {}
 
@@ -217,7 +214,7 @@ def from_pretrained(path: str, dtype: str | None = None, mesh: jax.sharding.Mesh
   for name, entries in by_param.items():
     abs_leaf = getattr(abstract, name)
     shape = tuple(abs_leaf.shape)
-    sharding = param_sharding(name, shape, mesh, rules)
+    sharding = param_sharding(name, shape, mesh, PARAM_LOGICAL_AXES, rules)
     stacked = entries[0][1].stacked
     per_layer_shape = shape[1:] if stacked else shape
 

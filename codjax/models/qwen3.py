@@ -35,7 +35,8 @@ from flax import nnx
 
 from codjax.models.config import Qwen3Config
 
-# Logical axes of every parameter (consumed by codjax.parallel.sharding). Layer params carry a leading
+# Logical axes of every parameter: the model's half of the sharding seam, passed to the functions of
+# codjax.parallel.sharding (which hold the rules and never import models). Layer params carry a leading
 # "layers" axis.
 PARAM_LOGICAL_AXES: dict[str, tuple[str | None, ...]] = {
     "embed_vd": ("vocab", "embed"),

@@ -1,9 +1,13 @@
-"""Logical-axis rules: every Qwen3 parameter and activation gets a ``PartitionSpec``.
+"""Logical-axis rules: every model parameter and activation gets a ``PartitionSpec``.
 
 A rule maps a logical axis name to a mesh axis (or a tuple of mesh axes, or None). Parameters are sharded
 FSDP-style over ``fsdp`` on their embedding dimension and Megatron-style over ``tensor`` on heads / MLP /
 vocabulary; activations are sharded over (data, fsdp) on the batch. A mesh axis that does not divide the
 dimension is dropped for that tensor (replicated instead), so small test models shard wherever possible.
+
+Which logical axes a parameter has belongs to the model (``codjax.models.qwen3.PARAM_LOGICAL_AXES``: parameter
+name -> one logical axis name or None per dimension); the functions here take that table as an argument, so
+the dependency points one way (models -> parallel) and every architecture brings its own table.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ from typing import Mapping, Sequence
 import jax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+#: parameter name -> logical axis (or None) per dimension, e.g. ``{"embed_vd": ("vocab", "embed")}``
+LogicalAxes = Mapping[str, Sequence[str | None]]
 
 DEFAULT_RULES: dict[str, str | tuple[str, ...] | None] = {
     # parameters
@@ -66,42 +73,42 @@ def logical_to_spec(axes: Sequence[str | None], shape: Sequence[int], mesh: Mesh
   return P(*out)
 
 
-def param_sharding(name: str, shape: Sequence[int], mesh: Mesh | None, rules=None):
-  """Sharding of a codjax Qwen3 parameter by name (single default device when ``mesh`` is None)."""
-  from codjax.models.qwen3 import PARAM_LOGICAL_AXES
-
+def param_sharding(name: str, shape: Sequence[int], mesh: Mesh | None, logical_axes: LogicalAxes, rules=None):
+  """Sharding of the parameter ``name`` of a model with the given logical-axis table (a single default device
+  when ``mesh`` is None)."""
   if mesh is None:
     return jax.sharding.SingleDeviceSharding(jax.devices()[0])
-  return NamedSharding(mesh, logical_to_spec(PARAM_LOGICAL_AXES[name], shape, mesh, rules))
+  if name not in logical_axes:
+    raise KeyError(f"parameter {name!r} has no entry in the logical-axis table")
+  return NamedSharding(mesh, logical_to_spec(logical_axes[name], shape, mesh, rules))
 
 
 def activation_sharding(kind: str, shape: Sequence[int], mesh: Mesh, rules=None) -> NamedSharding:
   return NamedSharding(mesh, logical_to_spec(ACTIVATION_AXES[kind], shape, mesh, rules))
 
 
-def state_shardings(state: nnx.State, mesh: Mesh, rules=None):
-  """A pytree of NamedShardings matching an nnx state of a Qwen3 model (or optimizer state over it).
+def state_shardings(state: nnx.State, mesh: Mesh, logical_axes: LogicalAxes, rules=None):
+  """A pytree of NamedShardings matching an nnx state of a model (or optimizer state over it).
 
-  Leaves are matched by the last path element that names a Qwen3 parameter; anything else (step counters,
-  scalars) is replicated.
+  Leaves are matched by the last path element that names a parameter of ``logical_axes`` with as many axes
+  as the leaf has dimensions; anything else (step counters, scalars) is replicated.
   """
-  from codjax.models.qwen3 import PARAM_LOGICAL_AXES
 
   def leaf_sharding(path, leaf):
     shape = getattr(leaf, "shape", ())
     for key in reversed(path):
       k = getattr(key, "key", getattr(key, "name", key))
-      if isinstance(k, str) and k in PARAM_LOGICAL_AXES and len(PARAM_LOGICAL_AXES[k]) == len(shape):
-        return NamedSharding(mesh, logical_to_spec(PARAM_LOGICAL_AXES[k], shape, mesh, rules))
+      if isinstance(k, str) and k in logical_axes and len(logical_axes[k]) == len(shape):
+        return NamedSharding(mesh, logical_to_spec(logical_axes[k], shape, mesh, rules))
     return NamedSharding(mesh, P())
 
   return jax.tree_util.tree_map_with_path(leaf_sharding, state)
 
 
-def shard_model(model, mesh: Mesh, rules=None):
+def shard_model(model, mesh: Mesh, logical_axes: LogicalAxes, rules=None):
   """Places an existing model's parameters into their sharded layouts (in place); returns the model."""
   graphdef, state = nnx.split(model)
-  shardings = state_shardings(state, mesh, rules)
+  shardings = state_shardings(state, mesh, logical_axes, rules)
   state = jax.device_put(state, shardings)
   nnx.update(model, state)
   return model

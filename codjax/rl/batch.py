@@ -28,7 +28,9 @@ class TrainSequence:
   teacher_logprobs: Sequence[float] | None = None
 
 
-def _row_bucket(n: int, multiple: int) -> int:
+def row_bucket(n: int, multiple: int) -> int:
+  """Padded row count for ``n`` rows: a multiple of ``multiple`` from the buckets 1, 2, 4, 8, 16, 24, 32, ...
+  (in units of ``multiple``), so the train step compiles for a handful of shapes only."""
   n = max(1, -(-n // multiple))  # in units of `multiple`
   b = 1
   while b < n:
@@ -79,7 +81,7 @@ def assemble_batch(seqs: Sequence[TrainSequence], seq_len: int, *, pack: bool = 
       raise ValueError(f"{len(rows)} rows needed but num_rows={num_rows}")
     n_rows = num_rows
   else:
-    n_rows = _row_bucket(len(rows), row_multiple)
+    n_rows = row_bucket(len(rows), row_multiple)
   shape = (n_rows, seq_len)
   out = {
       "tokens": np.zeros(shape, np.int32),

@@ -34,10 +34,10 @@ the one-side clipping mask of Appendix A
   (logp - teacher_logp) grad logp is the on-policy reverse-KL gradient grad KL(pi_theta || pi_teacher).
 * ``sft``: l = -logp (cross-entropy on the masked tokens); ``advantages`` is not used.
 
-Optional terms, off by default: ``kl_coef * kl_t`` against ``ref_logp`` (the rollout policy's ``old_logp``
-when no reference is given), with x = ref - logp, k1 = -x, k2 = x^2 / 2, k3 = exp(x) - x - 1 (Schulman's
-estimators); and ``-entropy_coef * entropy_t`` (an entropy bonus on the per-token entropy the caller
-computes).
+Optional terms, off by default: ``kl_coef * kl_t`` against ``ref_logp`` (the trainer passes a frozen reference
+policy's, ``codjax.train.reference``; a caller that gives none gets the rollout policy's ``old_logp``), with
+x = ref - logp, k1 = -x, k2 = x^2 / 2, k3 = exp(x) - x - 1 (Schulman's estimators; k3 is verl's low_var_kl);
+and ``-entropy_coef * entropy_t`` (an entropy bonus on the per-token entropy the caller computes).
 """
 
 from __future__ import annotations

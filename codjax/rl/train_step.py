@@ -186,8 +186,9 @@ def make_train_step(graphdef, optimizer: optax.GradientTransformation, cfg: Step
 
   if mesh is None:
     return jax.jit(fn, donate_argnums=(0,))
+  from codjax.models.qwen3 import PARAM_LOGICAL_AXES
   from codjax.parallel.sharding import state_shardings
 
-  st_sh = state_shardings(state, mesh)
+  st_sh = state_shardings(state, mesh, PARAM_LOGICAL_AXES)
   b_sh = batch_shardings({k: None for k in batch_fields}, mesh)
   return jax.jit(fn, in_shardings=(st_sh, b_sh), out_shardings=(st_sh, None), donate_argnums=(0,))

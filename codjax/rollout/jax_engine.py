@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh
 
 from codjax.rollout.base import Completion, SamplingParams
 from codjax.rollout.sampling import sample_tokens
@@ -82,11 +82,12 @@ class JaxEngine:
     self.max_slots = n - 1
     ck, cv = model.init_cache(n, max_seq_len, cache_dtype)
     if mesh is not None:
+      from codjax.models.qwen3 import PARAM_LOGICAL_AXES
       from codjax.parallel.sharding import activation_sharding, state_shardings
 
       ck = jax.device_put(ck, activation_sharding("cache_k_lbkhs", ck.shape, mesh))
       cv = jax.device_put(cv, activation_sharding("cache_v_lbksh", cv.shape, mesh))
-      self._params = jax.device_put(params, state_shardings(params, mesh))
+      self._params = jax.device_put(params, state_shardings(params, mesh, PARAM_LOGICAL_AXES))
     else:
       # commit the cache to a device so the donated outputs of later calls have the same signature
       dev = jax.devices()[0]
@@ -354,9 +355,10 @@ class JaxEngine:
     _, params = nnx.split(model, nnx.Param)
     params = jax.tree.map(jnp.copy, params)
     if self.mesh is not None:
+      from codjax.models.qwen3 import PARAM_LOGICAL_AXES
       from codjax.parallel.sharding import state_shardings
 
-      params = jax.device_put(params, state_shardings(params, self.mesh))
+      params = jax.device_put(params, state_shardings(params, self.mesh, PARAM_LOGICAL_AXES))
     self._params = params
     for s in self._sessions.values():
       s.cached_len = 0

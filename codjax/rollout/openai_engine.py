@@ -19,7 +19,11 @@ evaluation. Session ids are accepted and ignored (the server's prefix cache does
 Requests: at most ``max_concurrency`` in flight (a thread pool, one HTTP session per thread), each attempt
 bounded by ``timeout_s`` (connect and read). Connection errors, timeouts, HTTP 429 and 5xx are retried up
 to ``max_retries`` times with exponential backoff, ``min(max_backoff_s, backoff_s * 2**attempt)``,
-stretched to the server's ``Retry-After`` when it sends one; other 4xx errors are raised at once.
+stretched to the server's ``Retry-After`` when it sends one; other 4xx errors are raised at once. The
+retrying is urllib3's ``Retry`` on the session's ``HTTPAdapter`` (``_EngineRetry``: urllib3's loop and
+counters, this schedule instead of urllib3's, whose first retry has no delay and which ignores fractional
+``Retry-After`` values). urllib3 retries what happens before the response headers arrive; a body cut off
+after them (``ChunkedEncodingError``) is read by requests outside that loop and raised at once.
 
 Mapping of ``SamplingParams`` in chat: temperature, top_p, max_tokens (under ``max_tokens_key``, e.g.
 ``"max_completion_tokens"`` for OpenAI's newer models) and seed are standard; top_k is sent only when set
@@ -31,17 +35,21 @@ template's end-of-turn token on the server. A seeded call gives request i the se
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import os
 import threading
 import time
 from typing import Any, Sequence
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 from codjax.rollout.base import Completion, SamplingParams
 from codjax.rollout.vllm_engine import request_seed
 
-_TRANSIENT_EXCEPTIONS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+_TRANSIENT_EXCEPTIONS = (requests.ConnectionError, requests.Timeout)  # raised once urllib3's retries are spent
+RETRY_STATUSES = frozenset([429, *range(500, 600)])
 
 
 class OpenAIHTTPError(RuntimeError):
@@ -59,6 +67,58 @@ def _retry_after_s(headers) -> float | None:
     return max(0.0, float(value)) if value is not None else None
   except ValueError:  # an HTTP date: fall back to our own backoff
     return None
+
+
+def backoff_delay(backoff_s: float, max_backoff_s: float, attempt: int, retry_after_s: float | None = None) -> float:
+  """Seconds to wait before retry ``attempt + 1`` (attempt counts from 0)."""
+  delay = min(max_backoff_s, backoff_s * 2**attempt)
+  if retry_after_s is not None:
+    delay = max(delay, min(retry_after_s, max_backoff_s))
+  return delay
+
+
+class _EngineRetry(Retry):
+  """urllib3's ``Retry`` with ``backoff_delay``'s schedule (``backoff_factor`` is ``backoff_s``).
+
+  Retried: connection errors and read timeouts (any method: a chat request has no side effects worth
+  protecting) and exactly the statuses of ``status_forcelist`` (``RETRY_AFTER_STATUS_CODES`` is emptied so
+  a 413 with ``Retry-After`` is not retried). ``Retry-After`` in seconds, fractions included, stretches the
+  delay up to ``max_backoff_s``; an HTTP-date value falls back to the backoff.
+  """
+
+  RETRY_AFTER_STATUS_CODES = frozenset()
+
+  def __init__(self, *args, max_backoff_s: float = 30.0, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.max_backoff_s = max_backoff_s
+
+  def new(self, **kwargs) -> "_EngineRetry":
+    out = super().new(**kwargs)  # urllib3 rebuilds from its own fields only
+    out.max_backoff_s = self.max_backoff_s
+    return out
+
+  def _failed_attempts(self) -> int:
+    return len(list(itertools.takewhile(lambda h: h.redirect_location is None, reversed(self.history))))
+
+  def get_backoff_time(self) -> float:
+    n = self._failed_attempts()
+    return backoff_delay(self.backoff_factor, self.max_backoff_s, n - 1) if n else 0.0
+
+  def sleep_for_retry(self, response) -> bool:
+    retry_after = _retry_after_s(response.headers)
+    if retry_after is None:
+      return False
+    time.sleep(backoff_delay(self.backoff_factor, self.max_backoff_s, max(self._failed_attempts() - 1, 0),
+                             retry_after))
+    return True
+
+
+def retry_policy(max_retries: int, backoff_s: float, max_backoff_s: float) -> Retry:
+  """The engine's retry policy as a urllib3 ``Retry`` (mount it with ``HTTPAdapter(max_retries=...)``).
+  Exhausted status retries return the last response (``raise_on_status=False``) so its body is reported."""
+  return _EngineRetry(total=max_retries, connect=max_retries, read=max_retries, status=max_retries,
+                      allowed_methods=None, status_forcelist=RETRY_STATUSES, backoff_factor=backoff_s,
+                      raise_on_status=False, respect_retry_after_header=True, max_backoff_s=max_backoff_s)
 
 
 class OpenAIEngine:
@@ -87,6 +147,7 @@ class OpenAIEngine:
     self.max_backoff_s = max_backoff_s
     self.extra_body = dict(extra_body or {})
     self.max_tokens_key = max_tokens_key
+    self._retry = retry_policy(max_retries, backoff_s, max_backoff_s)
     self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrency,
                                                        thread_name_prefix="openai-engine")
     self._local = threading.local()
@@ -100,42 +161,36 @@ class OpenAIEngine:
     s = getattr(self._local, "session", None)
     if s is None:
       s = self._local.session = requests.Session()
+      adapter = HTTPAdapter(max_retries=self._retry)
+      s.mount("http://", adapter)
+      s.mount("https://", adapter)
       with self._lock:
         self._sessions.append(s)
     return s
 
   def backoff_delay(self, attempt: int, retry_after_s: float | None = None) -> float:
     """Seconds to wait before retry ``attempt + 1`` (attempt counts from 0)."""
-    delay = min(self.max_backoff_s, self.backoff_s * 2**attempt)
-    if retry_after_s is not None:
-      delay = max(delay, min(retry_after_s, self.max_backoff_s))
-    return delay
+    return backoff_delay(self.backoff_s, self.max_backoff_s, attempt, retry_after_s)
 
   def post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
     """POSTs JSON to ``base_url + path`` with the retry policy; returns the decoded JSON body."""
     url = f"{self.base_url}/{path.lstrip('/')}"
-    attempt = 0
-    while True:
-      retry_after = None
+    gave_up = f"(gave up after {self.max_retries + 1} attempts)"
+    try:
+      r = self._session().post(url, json=payload, headers=self._headers, timeout=self.timeout_s)
+    except requests.exceptions.ChunkedEncodingError as e:
+      raise OpenAIHTTPError(f"POST {url}: the response body was cut off: {e}") from e
+    except _TRANSIENT_EXCEPTIONS as e:
+      raise OpenAIHTTPError(f"POST {url}: {type(e).__name__}: {e} {gave_up}") from e
+    if r.status_code == 200:
       try:
-        r = self._session().post(url, json=payload, headers=self._headers, timeout=self.timeout_s)
-      except _TRANSIENT_EXCEPTIONS as e:
-        err = OpenAIHTTPError(f"POST {url}: {type(e).__name__}: {e}")
-      else:
-        if r.status_code == 200:
-          try:
-            return r.json()
-          except ValueError as e:
-            raise OpenAIHTTPError(f"POST {url}: invalid JSON in the response: {r.text[:500]!r}", 200,
-                                  r.text) from e
-        err = OpenAIHTTPError(f"POST {url} -> HTTP {r.status_code}: {r.text[:500]}", r.status_code, r.text)
-        if r.status_code != 429 and r.status_code < 500:
-          raise err
-        retry_after = _retry_after_s(r.headers)
-      if attempt == self.max_retries:
-        raise OpenAIHTTPError(f"{err} (gave up after {attempt + 1} attempts)", err.status, err.body)
-      time.sleep(self.backoff_delay(attempt, retry_after))
-      attempt += 1
+        return r.json()
+      except ValueError as e:
+        raise OpenAIHTTPError(f"POST {url}: invalid JSON in the response: {r.text[:500]!r}", 200, r.text) from e
+    msg = f"POST {url} -> HTTP {r.status_code}: {r.text[:500]}"
+    if r.status_code in RETRY_STATUSES:  # urllib3 hands back a retryable status only when retries are spent
+      msg += f" {gave_up}"
+    raise OpenAIHTTPError(msg, r.status_code, r.text)
 
   def _map(self, fn, items: Sequence[Any]) -> list[Any]:
     if self._closed:

@@ -16,18 +16,25 @@ checks every field with a clear error (before any model is built), and the launc
   cod        use_hints, hint_penalty c, response_limit (soft instruction, tokens; 0 = none), protocol
              (full | compact prompt wording; the markers are the same)
   rollout    engine (jax | vllm); temperature, top_p, top_k; max_response_tokens; max_prompt_tokens;
-             max_slots; sync_interval (weight sync every k steps: rollout policy at most k-1 steps stale)
+             max_slots (sequences generated at once: the JAX engine's KV-cache slots, vLLM's max_num_seqs);
+             sync_interval (weight sync every k steps: rollout policy at most k-1 steps stale); vllm: dtype,
+             gpu_memory_utilization (0 = vLLM's default), enforce_eager, tensor_parallel_size (must be 1:
+             the trainer runs vLLM in process with one worker)
   algorithm  advantage (cod | grpo); returns (mean | window | discounted), window, gamma; red_weight and its
-             bisection bounds; loss (registry name), eps_low, eps_high, dual_clip (ppo; 0 = off),
-             aggregation, kl_type, kl_coef, teachers (opd: data-env label -> teacher HF dir),
+             bisection bounds; loss (registry name), eps_low, eps_high, dual_clip (ppo only; 0 = off),
+             aggregation, kl_type and kl_coef (KL to a frozen reference policy, both or neither),
+             ref_model_path (the KL reference: '' = the model RL starts from, i.e. the SFT model after a warm
+             start, else model.path; or an HF dir), teachers (opd only: data-env label -> teacher HF dir),
              entropy_coef
   optim      learning_rate, warmup_steps, schedule, weight_decay, b1, b2, max_grad_norm
   train      seq_len T, num_microbatches, pack (sequence packing vs one episode per row)
-  eval       every (steps; 0 = never), at_start, at_end, num_packs, pack_size, temperature, top_p, envs (default:
-             the data envs), split
+  eval       every (steps; 0 = never), at_start, at_end, num_packs, pack_size, packing (cod | ralph_sample |
+             ralph_full: the Ralph loop repeats one task at every position), temperature, top_p, envs (default:
+             the data envs), split; one path for the trainer and launch/evaluate.py (codjax.eval.runner)
   checkpoint every, max_to_keep, export_hf
-  sft        steps, batch_size, learning_rate, warmup_steps, num_packs (expert packs), expert_random_frac
-             (fraction of expert actions replaced by random ones), seq_len
+  sft        steps, batch_size, learning_rate, warmup_steps, schedule, num_packs (expert packs),
+             expert_random_frac (fraction of expert actions replaced by random ones), teacher_params (expert
+             constructor arguments by environment name), num_microbatches, seq_len, log_every
   log        every, tensorboard, progress
 """
 
@@ -39,7 +46,8 @@ import ml_collections
 
 from codjax.agents.cod import PACKING_STRATEGIES
 from codjax.models.config import ATTENTION_IMPLS, DTYPES, PRESETS, REMAT_POLICIES
-from codjax.rl.losses import AGGREGATIONS, KL_TYPES, available_losses
+from codjax.rl.losses import AGGREGATIONS, KL_TYPES, LossConfig, available_losses
+from codjax.rl.train_step import OptimizerConfig, StepConfig
 
 ENGINES = ("jax", "vllm")
 ADVANTAGES = ("cod", "grpo")
@@ -102,18 +110,18 @@ def base_config() -> ml_collections.ConfigDict:
   c.algorithm = ml_collections.ConfigDict(dict(
       advantage="cod", returns="mean", window=0, gamma=1.0, red_weight=True, red_t_min=0.8, red_t_max=100.0,
       red_max_iter=20, red_tol=0.05, grpo_normalize_std=True, loss="rec_oneside_nois", eps_low=0.2,
-      eps_high=0.2, dual_clip=0.0, aggregation="token-mean", kl_type="", kl_coef=0.0, entropy_coef=0.0,
-      teachers={}))
+      eps_high=0.2, dual_clip=0.0, aggregation="token-mean", kl_type="", kl_coef=0.0, ref_model_path="",
+      entropy_coef=0.0, teachers={}))
   c.optim = ml_collections.ConfigDict(dict(learning_rate=1e-6, warmup_steps=0, schedule="constant",
                                            weight_decay=0.01, b1=0.9, b2=0.999, max_grad_norm=1.0))
   c.train = ml_collections.ConfigDict(dict(seq_len=4096, num_microbatches=1, pack=True))
   c.eval = ml_collections.ConfigDict(dict(every=0, at_start=False, at_end=True, num_packs=8, pack_size=8,
-                                          temperature=1.0, top_p=1.0, split="test", envs={}))
+                                          packing="cod", temperature=1.0, top_p=1.0, split="test", envs={}))
   c.checkpoint = ml_collections.ConfigDict(dict(every=50, max_to_keep=3, export_hf=False))
   c.sft = ml_collections.ConfigDict(dict(steps=0, batch_size=16, learning_rate=1e-3, warmup_steps=20,
                                          schedule="cosine", num_packs=1000, expert_random_frac=0.0,
                                          teacher_params={}, num_microbatches=1,
-                                         seq_len=1024, log_every=50, eval_packs=0))
+                                         seq_len=1024, log_every=50))
   c.log = ml_collections.ConfigDict(dict(every=1, tensorboard=True, progress=True))
   return c
 
@@ -128,13 +136,51 @@ def model_compute_overrides(m: ml_collections.ConfigDict) -> dict:
               param_dtype=m.param_dtype or None)
 
 
+def optimizer_config(o: ml_collections.ConfigDict, total_steps: int = 0) -> OptimizerConfig:
+  """The ``optim`` block as the train step's ``OptimizerConfig`` (also what the memory plan sizes)."""
+  return OptimizerConfig(learning_rate=float(o.learning_rate), warmup_steps=int(o.warmup_steps),
+                         schedule=str(o.schedule), weight_decay=float(o.weight_decay), b1=float(o.b1),
+                         b2=float(o.b2), max_grad_norm=float(o.max_grad_norm), total_steps=int(total_steps))
+
+
+def step_config(cfg: ml_collections.ConfigDict) -> StepConfig:
+  """The train step's static settings of a training config (loss, its hyperparameters, microbatches)."""
+  a = cfg.algorithm
+  return StepConfig(
+      loss=str(a.loss),
+      loss_cfg=LossConfig(eps_low=float(a.eps_low), eps_high=float(a.eps_high), kl_type=a.kl_type or None,
+                          dual_clip=float(a.dual_clip) or None,
+                          kl_coef=float(a.kl_coef), entropy_coef=float(a.entropy_coef),
+                          aggregation=str(a.aggregation)),
+      num_microbatches=int(cfg.train.num_microbatches), vocab_chunks=int(cfg.model.vocab_chunks),
+      temperature=float(cfg.rollout.temperature))
+
+
 def _req(cond: bool, msg: str) -> None:
   if not cond:
     raise ConfigError(msg)
 
 
+# blocks whose keys are the user's (labels, environment or constructor arguments), not fields of base_config()
+FREE_FORM = ("model.tiny", "data.envs", "eval.envs", "algorithm.teachers", "sft.teacher_params")
+
+
+def _check_known_fields(c: ml_collections.ConfigDict, base: ml_collections.ConfigDict, prefix: str = "") -> None:
+  """Every field of a block of ``base_config()`` is one the code reads: a key the base does not have (a typo, or
+  a field that was removed) would be silently ignored, so it is rejected. Top-level blocks an experiment adds
+  (a workflow's own block, e.g. ``orbit``) are validated by that workflow."""
+  for key, value in base.items():
+    name = f"{prefix}{key}"
+    if not isinstance(value, ml_collections.ConfigDict) or name in FREE_FORM or key not in c:
+      continue
+    unknown = sorted(set(c[key].keys()) - set(value.keys()))
+    _req(not unknown, f"{name}: unknown field(s) {unknown}; known: {sorted(value.keys())}")
+    _check_known_fields(c[key], value, f"{name}.")
+
+
 def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """Checks every field (module docstring); raises ``ConfigError`` naming the field. Returns ``c``."""
+  _check_known_fields(c, base_config())
   _req(isinstance(c.total_steps, int) and c.total_steps >= 0, f"total_steps must be an int >= 0, got {c.total_steps!r}")
   _req(isinstance(c.seed, int), f"seed must be an int, got {c.seed!r}")
   _req(bool(c.run_dir), "run_dir must be set")
@@ -190,8 +236,17 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(r.top_k >= 0, "rollout.top_k must be >= 0")
   _req(r.max_response_tokens >= 1, "rollout.max_response_tokens must be >= 1")
   _req(r.max_prompt_tokens > r.max_response_tokens, "rollout.max_prompt_tokens must exceed max_response_tokens")
-  _req(r.max_slots >= 1, "rollout.max_slots must be >= 1")
+  _req(isinstance(r.max_slots, int) and r.max_slots >= 1, "rollout.max_slots must be an int >= 1")
   _req(isinstance(r.sync_interval, int) and r.sync_interval >= 1, "rollout.sync_interval must be an int >= 1")
+  v = r.vllm
+  _req(v.dtype in ("float32", "bfloat16"), f"rollout.vllm.dtype must be 'float32' or 'bfloat16', got {v.dtype!r}")
+  _req(0 <= v.gpu_memory_utilization < 1, "rollout.vllm.gpu_memory_utilization must be in [0, 1) (0 = vLLM's "
+       f"default), got {v.gpu_memory_utilization}")
+  _req(isinstance(v.enforce_eager, bool), f"rollout.vllm.enforce_eager must be a bool, got {v.enforce_eager!r}")
+  _req(v.tensor_parallel_size == 1, "rollout.vllm.tensor_parallel_size must be 1, got "
+       f"{v.tensor_parallel_size!r}: the trainer runs vLLM in process with its single-worker 'uni' executor "
+       "(weights are synced from the trainer's memory), which uses one device. Serve a model that does not fit "
+       "one device with the JAX engine (rollout.engine='jax', sharded over the trainer's mesh) instead")
   a = c.algorithm
   _req(a.advantage in ADVANTAGES, f"algorithm.advantage must be one of {ADVANTAGES}, got {a.advantage!r}")
   _req(a.returns in RETURNS, f"algorithm.returns must be one of {RETURNS}, got {a.returns!r}")
@@ -204,8 +259,19 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req((a.kl_type or None) in KL_TYPES, f"algorithm.kl_type must be '' or one of k1/k2/k3, got {a.kl_type!r}")
   _req(a.kl_coef >= 0 and a.entropy_coef >= 0, "algorithm.kl_coef and entropy_coef must be >= 0")
   _req(a.kl_coef == 0 or a.kl_type, "algorithm.kl_coef > 0 needs algorithm.kl_type")
+  _req(a.kl_coef > 0 or not a.kl_type, f"algorithm.kl_type={a.kl_type!r} has no effect with kl_coef = 0: set "
+       "kl_coef > 0 (KL to the reference policy) or kl_type=''")
+  _req(a.kl_coef > 0 or not a.ref_model_path, "algorithm.ref_model_path is only used by the KL term: set "
+       "kl_coef > 0 and kl_type, or ref_model_path=''")
+  _req(not a.ref_model_path or os.path.isfile(os.path.join(a.ref_model_path, "config.json")),
+       f"algorithm.ref_model_path={a.ref_model_path!r} is not an HF checkpoint directory (no config.json); "
+       "'' uses the model RL starts from")
   _req(0 <= a.eps_low < 1 and a.eps_high >= 0, "algorithm.eps_low must be in [0, 1) and eps_high >= 0")
   _req(a.dual_clip == 0 or a.dual_clip > 1, "algorithm.dual_clip must be 0 (off) or > 1")
+  _req(a.dual_clip == 0 or a.loss == "ppo", f"algorithm.dual_clip applies to the ppo loss only (loss={a.loss!r}); "
+       "set dual_clip=0")
+  _req(a.loss == "opd" or not a.teachers, f"algorithm.teachers is only used by the opd loss (loss={a.loss!r}); "
+       "set teachers={}")
   if a.loss == "opd":
     missing = sorted(set(d.envs) - set(a.teachers))
     _req(not missing, f"algorithm.teachers must name a teacher checkpoint for every data env; missing {missing}")
@@ -225,6 +291,7 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(ev.temperature >= 0, "eval.temperature must be >= 0")
   _req(0 < ev.top_p <= 1, f"eval.top_p must be in (0, 1], got {ev.top_p}")
   _req(ev.split in ("train", "test"), "eval.split must be 'train' or 'test'")
+  _req(ev.packing in PACKING_STRATEGIES, f"eval.packing must be one of {PACKING_STRATEGIES}, got {ev.packing!r}")
   for label, e in ev.envs.items():
     _req(e.name in env_names(), f"eval.envs.{label}.name: unknown environment {e.name!r}")
   ck = c.checkpoint

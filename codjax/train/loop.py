@@ -24,39 +24,24 @@ from flax import nnx
 
 from codjax.agents.token_backend import EngineBackend
 from codjax.envs.base import derive_seed
-from codjax.models import from_pretrained, init_model, preset, save_pretrained
+from codjax.models import from_pretrained, save_pretrained
 from codjax.models.tokenizer import load_tokenizer
-from codjax.parallel import maybe_initialize_distributed, mesh_from_config, shard_model
+from codjax.parallel import maybe_initialize_distributed, mesh_from_config
+from codjax.models.qwen3 import PARAM_LOGICAL_AXES
 from codjax.parallel.sharding import state_shardings
 from codjax.rl.batch import TrainSequence, assemble_batch
-from codjax.rl.losses import LossConfig
-from codjax.rl.train_step import OptimizerConfig, StepConfig, init_train_state, make_optimizer, make_train_step
+from codjax.rl.train_step import init_train_state, make_optimizer, make_train_step
 from codjax.rollout.base import SamplingParams
+from codjax.eval.runner import evaluate_engine, template_kwargs
 from codjax.train.checkpoint import Checkpointer
 from codjax.train.config import model_compute_overrides, validate
+from codjax.train.config import optimizer_config, step_config  # noqa: F401  (also this module's API)
 from codjax.train.credit import apply_red
-from codjax.train.data import PackSampler, env_specs, eval_packs
+from codjax.train.data import PackSampler, env_specs
 from codjax.train.engines import build_engine
 from codjax.train.metrics import MetricWriter, Progress
+from codjax.train.reference import build_reference
 from codjax.train.workflows import get_workflow
-
-
-def optimizer_config(o, total_steps: int = 0) -> OptimizerConfig:
-  return OptimizerConfig(learning_rate=float(o.learning_rate), warmup_steps=int(o.warmup_steps),
-                         schedule=str(o.schedule), weight_decay=float(o.weight_decay), b1=float(o.b1),
-                         b2=float(o.b2), max_grad_norm=float(o.max_grad_norm), total_steps=int(total_steps))
-
-
-def step_config(cfg) -> StepConfig:
-  a = cfg.algorithm
-  return StepConfig(
-      loss=str(a.loss),
-      loss_cfg=LossConfig(eps_low=float(a.eps_low), eps_high=float(a.eps_high), kl_type=a.kl_type or None,
-                          dual_clip=float(a.dual_clip) or None,
-                          kl_coef=float(a.kl_coef), entropy_coef=float(a.entropy_coef),
-                          aggregation=str(a.aggregation)),
-      num_microbatches=int(cfg.train.num_microbatches), vocab_chunks=int(cfg.model.vocab_chunks),
-      temperature=float(cfg.rollout.temperature))
 
 
 def episodes_to_sequences(scored) -> tuple[list[TrainSequence], list]:
@@ -113,9 +98,11 @@ class Trainer:
     else:
       raise ValueError("training needs a tokenizer: set model.path to an HF directory (model.preset alone "
                        "only serves shape planning)")
+    # the frozen KL reference (kl_coef > 0 only): a copy of the model RL starts from, or ref_model_path
+    self.reference = build_reference(cfg, self.model, self.mesh)
     self.optimizer = make_optimizer(optimizer_config(cfg.optim, cfg.total_steps))
     self.graphdef, state = init_train_state(self.model, self.optimizer)
-    self.state = jax.device_put(state, state_shardings(state, self.mesh))
+    self.state = jax.device_put(state, state_shardings(state, self.mesh, PARAM_LOGICAL_AXES))
     self.step_cfg = step_config(cfg)
     self._step_fns: dict[tuple, object] = {}
     self.specs = env_specs(cfg.data.envs)
@@ -126,7 +113,7 @@ class Trainer:
     r = cfg.rollout
     self.params = SamplingParams(temperature=float(r.temperature), top_p=float(r.top_p), top_k=int(r.top_k),
                                  max_tokens=int(r.max_response_tokens))
-    self.template_kwargs = {"enable_thinking": bool(m.enable_thinking)}  # Qwen3 template switch (T1: off)
+    self.template_kwargs = template_kwargs(cfg)  # Qwen3's enable_thinking (T1: off), as in evaluation
     self.backend = EngineBackend(self.engine, self.tokenizer, self.params,
                                  max_prompt_tokens=int(r.max_prompt_tokens), template_kwargs=self.template_kwargs)
     self.workflow = get_workflow(str(cfg.workflow))
@@ -144,7 +131,10 @@ class Trainer:
     self._engine_model = None
     if resume:
       self._restore()
-    self.writer = MetricWriter(self.run_dir, tensorboard=bool(cfg.log.tensorboard))
+    # a resumed run re-runs the steps after its checkpoint: their old metric lines are dropped (all lines
+    # when no checkpoint was restored), so metrics.jsonl reads as one uninterrupted run
+    self.writer = MetricWriter(self.run_dir, tensorboard=bool(cfg.log.tensorboard),
+                               keep_through=(self.step if self.step > 0 else -1) if resume else None)
 
   def warm_start(self, base_path: str, over: dict) -> tuple[str, dict | None]:
     """SFT stage: trains the base model on expert transcripts once; later runs (and resumes) reuse it."""
@@ -169,35 +159,45 @@ class Trainer:
     return nnx.merge(self.graphdef, self.state.params)
 
   def _restore(self) -> None:
-    got = self.ckpt.restore_latest(self.state)
+    """Continues from the newest readable checkpoint (unreadable newer steps are quarantined). When the
+    engine lagged the trainer at that step, its sampling weights come from the same orbax step."""
+    got = self.ckpt.restore_latest(self.state, engine_target=self._engine_target)
     if got is None:
       logging.info("no checkpoint in %s; starting from scratch", self.ckpt.directory)
       return
-    step, state, meta = got
+    meta = got.meta
     if meta.get("seed") != self.cfg.seed:
       raise ValueError(f"checkpoint was written with seed {meta.get('seed')}, config has {self.cfg.seed}")
-    self.state = jax.device_put(state, state_shardings(state, self.mesh))
+    self.state = jax.device_put(got.state, state_shardings(got.state, self.mesh, PARAM_LOGICAL_AXES))
     self.step = int(meta["step"])
     self.last_sync = int(meta["last_sync"])
     self.sampler.restore(meta["sampler"])
-    if self._needs_sync():
+    if got.engine is None:
       self.sync_weights()  # the next step would sync anyway
     else:
-      # the engine sampled from the weights of step `last_sync`, exported next to the checkpoint
-      path = os.path.join(self.run_dir, "engine_weights")
-      self._engine_model = from_pretrained(path, dtype=self.cfg.model.dtype, mesh=self.mesh,
-                                           param_dtype=self.cfg.model.param_dtype or None)
+      # the engine sampled from the weights of step `last_sync`, stored in this checkpoint step
+      self._engine_model = nnx.merge(self.graphdef, got.engine)
       self.engine.update_weights(self._engine_model)
-    logging.info("resumed from checkpoint step %d", step)
+    logging.info("resumed from checkpoint step %d (engine weights of step %d)", got.step, self.last_sync)
+
+  def _engine_target(self, meta: dict):
+    """The params pytree a checkpoint with this ``meta`` must also hold for the engine, or None. The engine
+    lags when ``0 < step - last_sync < sync_interval``: the next step samples from the weights of step
+    ``last_sync``, which only the checkpoint holds. Otherwise the next step syncs (or the engine already
+    holds the state's weights), so none are needed."""
+    lag = int(meta["step"]) - int(meta["last_sync"])
+    return self.state.params if 0 < lag < self.cfg.rollout.sync_interval else None
 
   def _needs_sync(self) -> bool:
     return self._engine_model is None or self.step - self.last_sync >= self.cfg.rollout.sync_interval
 
   def save(self) -> None:
     meta = {"step": self.step, "last_sync": self.last_sync, "sampler": self.sampler.state(), "seed": self.cfg.seed}
-    if not self._needs_sync():
-      save_pretrained(self._engine_model, os.path.join(self.run_dir, "engine_weights"))
-    self.ckpt.save(self.step, self.state, meta)
+    # the weights the engine samples from, when the next step would still use them: one orbax step holds
+    # state, meta and these, so a restored step never pairs with another step's engine weights
+    lags = self._engine_model is not None and self._engine_target(meta) is not None
+    engine = nnx.state(self._engine_model, nnx.Param) if lags else None
+    self.ckpt.save(self.step, self.state, meta, engine_params=engine)
     if self.cfg.checkpoint.export_hf:
       self.export_hf(os.path.join(self.run_dir, "hf", f"step_{self.step}"))
 
@@ -249,6 +249,12 @@ class Trainer:
     batch, bstats = assemble_batch(seqs, int(cfg.train.seq_len), pack=bool(cfg.train.pack),
                                    row_multiple=int(cfg.train.num_microbatches) * shards,
                                    bucket_len=not cfg.train.pack, with_teacher=self.teachers is not None)
+    t_ref = 0.0
+    if self.reference is not None:  # log pi_ref of every loss token, for the KL term
+      t0 = time.perf_counter()
+      batch["ref_logprobs"] = jax.block_until_ready(
+          self.reference.logprobs(batch, num_chunks=int(cfg.train.num_microbatches)))
+      t_ref = time.perf_counter() - t0
     t1 = time.perf_counter()
     self.state, out = self._step_fn(batch)(self.state, {k: jnp.asarray(v) for k, v in batch.items()})
     out = {k: float(v) for k, v in jax.device_get(out).items()}
@@ -261,6 +267,8 @@ class Trainer:
     m["red_active"] = float(temp is not None)
     m["advantage_abs_mean"] = float(np.mean([abs(s) for _, s in scored])) if scored else 0.0
     m["time/rollout_s"], m["time/train_s"] = t_roll, t_train
+    if self.reference is not None:
+      m["time/reference_s"] = t_ref
     m["tok_per_s"] = bstats["tokens"] / max(t_train, 1e-9)
     m["rollout_gen_tok_per_s"] = m["generated_tokens"] / max(t_roll, 1e-9)
     m["loss"] = out["loss"]
@@ -269,19 +277,10 @@ class Trainer:
 
   # -- evaluation -------------------------------------------------------------------------------------
   def evaluate(self, tag: str | None = None) -> dict:
-    cfg = self.cfg
-    ev = cfg.eval
-    specs = env_specs(ev.envs) if len(ev.envs) else self.specs
+    """Evaluates the current parameters through the one evaluation path (``codjax.eval.runner``); writes
+    ``eval/<tag>.json`` (``{"step", "results"}``), logs flat ``eval/<label>/<metric>`` values, prints the table."""
     self.engine.update_weights(self.current_model())  # evaluate the current policy
-    params = SamplingParams(temperature=float(ev.temperature), top_p=float(ev.top_p),
-                            top_k=int(cfg.rollout.top_k), max_tokens=int(cfg.rollout.max_response_tokens))
-    backend = EngineBackend(self.engine, self.tokenizer, params, max_prompt_tokens=int(cfg.rollout.max_prompt_tokens),
-                            seed=derive_seed(cfg.seed, 99991), template_kwargs=self.template_kwargs)
-    results = {}
-    for spec in specs:
-      packs = eval_packs(spec, int(ev.num_packs), int(ev.pack_size), int(cfg.data.n_train), int(cfg.data.n_test),
-                         int(cfg.data.split_seed), split=str(ev.split))
-      results[spec.label] = self.workflow.summarize(self.workflow.rollout(backend, packs, 1, cfg))
+    results = evaluate_engine(self.cfg, self.engine, self.tokenizer).results
     if self._engine_model is not None and self.cfg.rollout.sync_interval > 1:
       self.engine.update_weights(self._engine_model)  # back to the (possibly stale) sampling policy
     tag = tag or f"step_{self.step}"

@@ -7,7 +7,10 @@ rules (``codjax.parallel.state_shardings``) on a ``jax.sharding.AbstractMesh`` o
 
 Rows of the plan (bytes per device):
 
-* parameters: sum over parameters of prod(shard shape) * itemsize (parameter dtype = ``model.dtype``).
+* parameters: sum over parameters of prod(shard shape) * itemsize (parameter dtype = ``model.param_dtype``,
+  '' = ``model.dtype``).
+* KL reference policy (training configs with ``algorithm.kl_coef`` > 0): the frozen reference's parameters,
+  sharded like the policy's (a copy of the starting model, or ``algorithm.ref_model_path``'s architecture).
 * gradients: the same tree again (``jax.value_and_grad`` returns gradients in the parameter dtype); twice
   with ``train.num_microbatches`` > 1 (the scan's accumulator plus the current microbatch's gradients).
 * optimizer state: the optax state of ``make_optimizer`` (AdamW keeps mu and nu in the parameter dtype).
@@ -15,7 +18,8 @@ Rows of the plan (bytes per device):
 * rollout engine: ``jax``: the KV cache (k^T [L, slots, K, H, S] and v [L, slots, K, S, H], sharded as
   ``cache_k_lbkhs`` / ``cache_v_lbksh``, slots rounded up to a multiple of data * fsdp, S = max prompt + max
   response + 1) plus the engine's copy of the parameters; ``vllm``: ``gpu_memory_utilization`` x device
-  memory on the device(s) vLLM runs on (its weights and KV cache live inside that reservation).
+  memory on the device(s) vLLM runs on (its weights and KV cache live inside that reservation); any other
+  engine name is an error.
 
 Evaluation configs (``total_steps`` 0) have no gradient or activation rows; their optimizer state is still
 counted because the Trainer allocates it when it starts.
@@ -40,7 +44,8 @@ the tensor size when it divides them:
   logprobs       4 n (V/C) 4 + 4 C n 4: ``codjax.rl.logprobs`` recomputes one [b, T, V/C] float32 vocabulary
                  chunk in the backward pass (logits, exp, exp * logits and their cotangent) and the scan
                  keeps its four [b, T] float32 carries per chunk; C = the chunk count actually used
-  batch          7 R/P T 4 (the step's int32/float32 [R, T] inputs, sharded over P)
+  batch          f R/P T 4 (the step's int32/float32 [R, T] inputs, sharded over P): f = 7, + 1 teacher
+                 logprobs (opd), + 1 reference logprobs (KL)
 
 R defaults to the worst case: every episode in its own row. A CoD step has packs_per_step x G trajectories
 of S solve episodes plus S - 1 update episodes (with hints); rows are padded to the trainer's bucket of a
@@ -68,14 +73,22 @@ from jax.sharding import AbstractMesh, AxisType, NamedSharding
 
 from codjax.models import Qwen3Config, abstract_model, preset
 from codjax.models.config import DTYPES, PRESETS
-from codjax.models.qwen3 import BLOCK_Q
+from codjax.models.qwen3 import BLOCK_Q, PARAM_LOGICAL_AXES
 from codjax.parallel.mesh import MESH_AXES
 from codjax.parallel.sharding import ACTIVATION_AXES, logical_to_spec, state_shardings
-from codjax.rl.batch import _row_bucket
+from codjax.rl.batch import row_bucket
 from codjax.rl.logprobs import vocab_chunks as used_vocab_chunks
 from codjax.rl.train_step import make_optimizer
+from codjax.train.config import optimizer_config
 
 GIB = 1024**3
+
+
+def compute_settings(cfg) -> dict:
+  """The ``Qwen3Config`` compute fields of ``cfg.model`` (dtypes, remat, attention, layer loop)."""
+  m = cfg.model
+  return dict(param_dtype=str(m.param_dtype or m.dtype), dtype=str(m.dtype), remat=str(m.remat),
+              attention_impl=str(m.attention_impl), scan_layers=bool(m.scan_layers))
 
 
 def resolve_architecture(cfg, model_preset: str | None = None) -> tuple[Qwen3Config, str]:
@@ -85,8 +98,7 @@ def resolve_architecture(cfg, model_preset: str | None = None) -> tuple[Qwen3Con
   ``model.tiny`` architecture when ``model.make_tiny``; ``model.arch`` (the preset name an experiment gives
   for a checkpoint it does not ship). Compute settings (dtype, remat, attention) come from the config."""
   m = cfg.model
-  compute = dict(param_dtype=str(m.param_dtype or m.dtype), dtype=str(m.dtype), remat=str(m.remat),
-                 attention_impl=str(m.attention_impl), scan_layers=bool(m.scan_layers))
+  compute = compute_settings(cfg)
   if model_preset:
     return preset(model_preset, **compute), f"--model_preset={model_preset}"
   if m.path and os.path.isfile(os.path.join(m.path, "config.json")):
@@ -147,6 +159,17 @@ def episodes_per_step(cfg) -> int:
   return int(d.packs_per_step) * int(d.repeats) * per_traj
 
 
+def reference_on(cfg) -> bool:
+  """Whether the trainer holds a frozen KL reference policy (``algorithm.kl_coef`` > 0 in a training config)."""
+  return int(cfg.total_steps) > 0 and float(cfg.algorithm.kl_coef) > 0
+
+
+def batch_fields(cfg) -> int:
+  """[R, T] arrays of one train-step batch: tokens, positions, segment ids, loss mask, advantages, rollout
+  logprobs, sequence token counts (+ teacher logprobs for opd, + reference logprobs with a KL term)."""
+  return 7 + int(cfg.algorithm.loss == "opd") + int(reference_on(cfg))
+
+
 def activation_bytes(arch: Qwen3Config, rows: int, seq_len: int, tp: int, vocab_chunks: int) -> dict[str, int]:
   """Train-step activations of ``rows`` rows of ``seq_len`` tokens on one device (module docstring)."""
   a = np.dtype(DTYPES[arch.dtype]).itemsize
@@ -190,6 +213,7 @@ class MemoryPlan:
   num_microbatches: int
   vocab_chunks: int
   params: int
+  reference: int  # the frozen KL reference policy's parameters (0 when kl_coef is 0)
   grads: int
   optimizer: int
   activations: dict[str, int]
@@ -202,7 +226,8 @@ class MemoryPlan:
 
   @property
   def total(self) -> int:
-    return self.params + self.grads + self.optimizer + sum(self.activations.values()) + sum(self.engine.values())
+    return (self.params + self.reference + self.grads + self.optimizer + sum(self.activations.values())
+            + sum(self.engine.values()))
 
 
 def plan(cfg, *, devices: int | None = None, model_preset: str | None = None, rows: int | None = None,
@@ -215,12 +240,10 @@ def plan(cfg, *, devices: int | None = None, model_preset: str | None = None, ro
 
   model = abstract_model(arch)
   _, params = nnx.split(model, nnx.Param)
-  from codjax.train.loop import optimizer_config  # the trainer's own optimizer settings
-
   optimizer = make_optimizer(optimizer_config(cfg.optim, int(cfg.total_steps)))
   opt_state = jax.eval_shape(optimizer.init, params)
-  p_bytes = device_bytes(params, state_shardings(params, mesh))
-  o_bytes = device_bytes(opt_state, state_shardings(opt_state, mesh))
+  p_bytes = device_bytes(params, state_shardings(params, mesh, PARAM_LOGICAL_AXES))
+  o_bytes = device_bytes(opt_state, state_shardings(opt_state, mesh, PARAM_LOGICAL_AXES))
   k = int(cfg.train.num_microbatches)
 
   t = int(cfg.train.seq_len)
@@ -228,10 +251,10 @@ def plan(cfg, *, devices: int | None = None, model_preset: str | None = None, ro
   act, grads, episodes, n_rows, per_device = {}, 0, 0, 0, 0
   if int(cfg.total_steps) > 0:
     episodes = episodes_per_step(cfg)
-    n_rows = _row_bucket(int(rows) if rows else episodes, k * shards)
+    n_rows = row_bucket(int(rows) if rows else episodes, k * shards)
     per_device = n_rows // (k * shards)
     act = activation_bytes(arch, per_device, t, tp, int(cfg.model.vocab_chunks))
-    act["batch arrays"] = 7 * (n_rows // shards) * t * 4
+    act["batch arrays"] = batch_fields(cfg) * (n_rows // shards) * t * 4
     grads = p_bytes * (2 if k > 1 else 1)
     if not rows:
       notes.append("rows: worst case, one row per episode; packing several episodes per row needs fewer "
@@ -239,6 +262,18 @@ def plan(cfg, *, devices: int | None = None, model_preset: str | None = None, ro
   else:
     notes.append("evaluation config (total_steps 0): no train step; the optimizer state is counted because "
                  "the Trainer allocates it when it starts")
+  ref = 0
+  if reference_on(cfg):
+    ref_path = str(cfg.algorithm.get("ref_model_path", ""))
+    if ref_path:  # another checkpoint: its own architecture, the policy's dtypes
+      ref_arch = Qwen3Config.from_pretrained_dir(ref_path, **compute_settings(cfg))
+      _, ref_params = nnx.split(abstract_model(ref_arch), nnx.Param)
+      ref = device_bytes(ref_params, state_shardings(ref_params, mesh, PARAM_LOGICAL_AXES))
+    else:  # a copy of the starting model
+      ref = p_bytes
+  if ref:
+    notes.append("KL reference policy: a frozen copy of the parameters; its forward pass (one microbatch, no "
+                 "gradients) runs before the train step and needs less than the train step's activations")
   r = cfg.rollout
   engine: dict[str, int] = {}
   if r.engine == "jax":
@@ -249,16 +284,18 @@ def plan(cfg, *, devices: int | None = None, model_preset: str | None = None, ro
     kv = 2 * math.prod(NamedSharding(mesh, spec).shard_shape(shape)) * np.dtype(DTYPES[arch.dtype]).itemsize
     engine[f"jax engine KV cache ({slots} slots x {s_len})"] = int(kv)
     engine["jax engine parameter copy"] = p_bytes
-  else:
+  elif r.engine == "vllm":
     util = float(r.vllm.gpu_memory_utilization or 0.9)  # vLLM's default when unset
     engine[f"vllm reservation ({util:g} x device)"] = int(util * device_memory_gib * GIB)
     notes.append(f"vLLM runs on {int(r.vllm.tensor_parallel_size)} device(s) per process; the other devices "
                  "do not hold this row. Set XLA_PYTHON_CLIENT_MEM_FRACTION <= "
                  f"{max(0.0, 1 - util - 0.05):.2f} so JAX leaves vLLM its share.")
+  else:
+    raise ValueError(f"unknown rollout engine {r.engine!r}: the memory plan knows 'jax' and 'vllm'")
   return MemoryPlan(arch=arch, arch_source=source, mesh=sizes, episodes=episodes, rows=n_rows,
                     rows_per_device=per_device, seq_len=t, num_microbatches=k,
                     vocab_chunks=used_vocab_chunks(arch.vocab_size, int(cfg.model.vocab_chunks)), params=p_bytes,
-                    grads=grads, optimizer=o_bytes, activations=act, engine=engine,
+                    reference=ref, grads=grads, optimizer=o_bytes, activations=act, engine=engine,
                     notes=notes)
 
 
@@ -273,7 +310,7 @@ def format_plan(p: MemoryPlan, device_memory_gib: float) -> str:
       f"architecture  {p.arch_source}: {_count(a.num_params())} parameters (L={a.num_hidden_layers} "
       f"D={a.hidden_size} F={a.intermediate_size} N={a.num_attention_heads} K={a.num_key_value_heads} "
       f"H={a.head_dim} V={a.vocab_size}), params {a.param_dtype}, compute {a.dtype}",
-      f"mesh          " + " ".join(f"{k}={v}" for k, v in p.mesh.items()) + f" ({p.devices} devices)",
+      "mesh          " + " ".join(f"{k}={v}" for k, v in p.mesh.items()) + f" ({p.devices} devices)",
       (f"batch         {p.episodes} episodes/step -> {p.rows} rows x {p.seq_len} tokens, {p.num_microbatches} "
        f"microbatch(es): {p.rows_per_device} row(s) per device per microbatch" if p.rows
        else "batch         none (evaluation only)"),
@@ -281,6 +318,7 @@ def format_plan(p: MemoryPlan, device_memory_gib: float) -> str:
       "",
       f"{'per device':44s}{'GiB':>10s}",
       f"{'  parameters':44s}{g(p.params)}",
+      *([f"{'  KL reference policy parameters':44s}{g(p.reference)}"] if p.reference else []),
       f"{'  gradients' + (' (+ microbatch accumulator)' if p.num_microbatches > 1 else ''):44s}{g(p.grads)}",
       f"{'  optimizer state':44s}{g(p.optimizer)}",
   ]

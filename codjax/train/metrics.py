@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import time
@@ -23,11 +24,17 @@ def _clean(v: Any):
 
 class MetricWriter:
   """Appends ``{"step": s, "time": t, **metrics}`` lines to ``<run_dir>/<name>.jsonl`` (flushed per line)
-  and scalars to TensorBoard under ``<run_dir>/tb``."""
+  and scalars to TensorBoard under ``<run_dir>/tb``.
 
-  def __init__(self, run_dir: str, name: str = "metrics", tensorboard: bool = True):
+  ``keep_through`` (a resumed run): existing lines with ``step > keep_through`` are dropped first, because the
+  run writes those steps again, so the file reads step for step as an uninterrupted run's (-1 drops every
+  line). TensorBoard event files are append-only: there, re-run steps appear twice."""
+
+  def __init__(self, run_dir: str, name: str = "metrics", tensorboard: bool = True, keep_through: int | None = None):
     os.makedirs(run_dir, exist_ok=True)
     self.path = os.path.join(run_dir, f"{name}.jsonl")
+    if keep_through is not None:
+      truncate_jsonl(self.path, int(keep_through))
     self._f = open(self.path, "a", buffering=1)
     self._tb = None
     if tensorboard:
@@ -52,6 +59,34 @@ class MetricWriter:
 def read_jsonl(path: str) -> list[dict]:
   with open(path) as f:
     return [json.loads(line) for line in f if line.strip()]
+
+
+def truncate_jsonl(path: str, keep_through: int) -> int:
+  """Drops the lines of ``path`` whose ``step`` exceeds ``keep_through`` (an unparsable last line, cut by a
+  crash mid-write, goes too); rewrites the file atomically and returns the number of lines dropped."""
+  if not os.path.isfile(path):
+    return 0
+  with open(path) as f:
+    lines = [line for line in f if line.strip()]
+  kept = []
+  for i, line in enumerate(lines):
+    try:
+      row = json.loads(line)
+    except json.JSONDecodeError:
+      if i == len(lines) - 1:
+        continue
+      raise ValueError(f"{path}: line {i + 1} is not JSON")
+    if int(row["step"]) <= keep_through:
+      kept.append(line if line.endswith("\n") else line + "\n")
+  dropped = len(lines) - len(kept)
+  if dropped:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+      f.writelines(kept)
+    os.replace(tmp, path)
+    logging.info("%s: dropped %d lines after step %d (a resumed run writes them again)", path, dropped,
+                 keep_through)
+  return dropped
 
 
 class Progress:

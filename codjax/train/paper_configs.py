@@ -20,8 +20,10 @@ Departures from the reference, each forced by how codjax works, stated once here
   microbatches), i.e. the 27B configs' ``fix_actor_microbatch_loss_scale``; the 8B reference instead scaled
   each micro-batch by its sequence count (cod_reference 3.2).
 * One in-process rollout engine instead of 8 vLLM engines on their own node (cod_reference 4.1).
-* "Thinking disabled" (T1) needs ``enable_thinking=False`` in the chat template; the trainer does not pass
-  template arguments yet, so the Qwen3 template's default applies until it does.
+* "Thinking disabled" (T1): ``model.enable_thinking = False`` (the default) is passed to the chat template by
+  the training rollouts and by every evaluation, in the trainer and in launch/evaluate.py alike
+  (``codjax.eval.runner.template_kwargs``; a served model gets it as ``chat_template_kwargs``), so the Qwen3
+  template closes an empty think block after each generation prompt.
 * Checkpoints are evaluated by separate benchmark configs (``eval_*.py``, cod_reference 4.2), so the
   training configs run no periodic evaluation and export every checkpoint to an HF directory for them.
 

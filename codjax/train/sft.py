@@ -9,7 +9,6 @@ what the RL rollouts will produce: the loss is cross-entropy on the expert's rep
 
 from __future__ import annotations
 
-import os
 import time
 
 import jax
@@ -88,6 +87,7 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
 
   Returns the trained model and a stats dict."""
   from codjax.models import save_pretrained
+  from codjax.models.qwen3 import PARAM_LOGICAL_AXES
   from codjax.parallel.sharding import state_shardings
   from flax import nnx
 
@@ -104,7 +104,7 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
                                        weight_decay=float(cfg.optim.weight_decay),
                                        max_grad_norm=float(cfg.optim.max_grad_norm)))
   graphdef, state = init_train_state(model, opt)
-  state = jax.device_put(state, state_shardings(state, mesh))
+  state = jax.device_put(state, state_shardings(state, mesh, PARAM_LOGICAL_AXES))
   step_cfg = StepConfig(loss="sft", loss_cfg=LossConfig(), num_microbatches=int(s.num_microbatches),
                         vocab_chunks=int(cfg.model.vocab_chunks), temperature=1.0)
   shards = mesh.shape["data"] * mesh.shape["fsdp"]

@@ -3,54 +3,39 @@
 Each training sequence is scored by the teacher of its environment (``algorithm.teachers``: data-env label ->
 HF checkpoint directory): the teacher's log-probability of every token of the student's exact sequence, at
 the rollout temperature. The ``opd`` loss then uses A_t = logp_teacher(y_t) - sg(logp_student(y_t)).
-Sequences are batched per teacher with the trainer's own batch layout and scored by a jitted forward.
+Sequences are batched per teacher with the trainer's own batch layout and scored by the frozen-policy scorer
+the KL reference uses (``codjax.train.reference.FrozenPolicy``: the train step's logprob code and shardings).
 """
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from codjax.models import from_pretrained
 from codjax.rl.batch import TrainSequence, assemble_batch
-from codjax.rl.logprobs import shifted_token_logprobs
+from codjax.train.reference import FrozenPolicy
 
 
 class TeacherPool:
-  """Teacher models by data-env label, each with a jitted token-logprob scorer."""
+  """Teacher models by data-env label, each a ``FrozenPolicy``."""
 
   def __init__(self, paths: dict[str, str], *, dtype: str, mesh, temperature: float, vocab_chunks: int,
                seq_len: int):
     self.temperature = temperature
     self.seq_len = seq_len
-    self.models = {}
-    self._fns = {}
-    for label, path in paths.items():
-      model = from_pretrained(path, dtype=dtype, mesh=mesh)
-      graphdef, params = nnx.split(model)
-
-      def score(params, tokens, positions, segment_ids, graphdef=graphdef):
-        lp, _ = shifted_token_logprobs(nnx.merge(graphdef, params), tokens, positions, segment_ids,
-                                       temperature=temperature, num_chunks=vocab_chunks)
-        return lp
-
-      self.models[label] = params
-      self._fns[label] = jax.jit(score)
+    self.shards = 1 if mesh is None else mesh.shape["data"] * mesh.shape["fsdp"]
+    self.models = {label: FrozenPolicy(from_pretrained(path, dtype=dtype, mesh=mesh), mesh=mesh,
+                                       temperature=temperature, vocab_chunks=vocab_chunks)
+                   for label, path in paths.items()}
 
   def score(self, label: str, seqs: list[TrainSequence], rows_per_call: int = 8) -> list[np.ndarray]:
-    """Teacher logprobs (one array per sequence, aligned with its tokens; 0 at the first token)."""
-    if label not in self._fns:
-      raise KeyError(f"no teacher for environment {label!r}; teachers: {sorted(self._fns)}")
-    batch, stats = assemble_batch(seqs, self.seq_len, pack=False, row_multiple=rows_per_call, bucket_len=True)
-    n_rows = batch["tokens"].shape[0]
-    out = np.zeros(batch["tokens"].shape, np.float32)
-    for r0 in range(0, n_rows, rows_per_call):
-      sl = slice(r0, r0 + rows_per_call)
-      out[sl] = np.asarray(self._fns[label](self.models[label], jnp.asarray(batch["tokens"][sl]),
-                                            jnp.asarray(batch["positions"][sl]),
-                                            jnp.asarray(batch["segment_ids"][sl])))
+    """Teacher logprobs (one array per sequence, aligned with its tokens; 0 at the first token), scored
+    ``rows_per_call`` rows per device at a time."""
+    if label not in self.models:
+      raise KeyError(f"no teacher for environment {label!r}; teachers: {sorted(self.models)}")
+    chunk = rows_per_call * self.shards
+    batch, stats = assemble_batch(seqs, self.seq_len, pack=False, row_multiple=chunk, bucket_len=True)
+    out = np.asarray(self.models[label].logprobs(batch, batch["tokens"].shape[0] // chunk, masked=False))
     return [out[r, c:c + n] for r, c, n in stats["layout"]]
 
 

@@ -14,7 +14,7 @@ from codjax.agents.orbit import (OrbitSettings, OrbitWorkflow, episode_header, e
                                  orbit_system_prompt, run_orbit, settings_from_config)
 from codjax.envs import derive_seed, make
 from codjax.envs.experts import TextPolicy, make_policy
-from codjax.envs.frozenlake import DELTAS
+from codjax.envs.frozenlake.env import DELTAS
 from codjax.envs.games import GAMES
 
 

@@ -8,8 +8,8 @@ import pytest
 from codjax.agents.cod import run_text_packs
 from codjax.envs import cod_protocol as proto
 from codjax.envs import derive_seed, make
-from codjax.envs.alchemy import PARSE_ERROR_FEEDBACK, rounds_needed, solution_recipes
-from codjax.envs.alchemy_expert import AlchemyExpert, Knowledge
+from codjax.envs.alchemy.env import PARSE_ERROR_FEEDBACK, rounds_needed, solution_recipes
+from codjax.envs.alchemy.expert import AlchemyExpert, Knowledge
 from codjax.envs.experts import make_policy
 
 

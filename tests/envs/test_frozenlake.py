@@ -11,10 +11,10 @@ from codjax.agents.cod import run_text_packs
 from codjax.envs import cod_protocol as proto
 from codjax.envs import derive_seed, make
 from codjax.envs.experts import make_policy
-from codjax.envs.frozenlake import (ALL_PERMUTATIONS, DELTAS, HOLE_FEEDBACK, PARSE_ERROR_FEEDBACK, SUCCESS_FEEDBACK,
+from codjax.envs.frozenlake.env import (ALL_PERMUTATIONS, DELTAS, HOLE_FEEDBACK, PARSE_ERROR_FEEDBACK, SUCCESS_FEEDBACK,
                                     FrozenLakeTask, TaskInstance, build_config, generate_map, mapping_from_seed,
                                     shortest_path_length)
-from codjax.envs.frozenlake_expert import FrozenLakeExpert, Planner, hint_pairs
+from codjax.envs.frozenlake.expert import FrozenLakeExpert, Planner, hint_pairs
 
 
 def _answer(k):

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from codjax.agents.cod import run_text_packs
-from codjax.envs import grid_navigation as gn
-from codjax.envs import grid_navigation_expert as gne
 from codjax.envs import make
 from codjax.envs.base import Turn
 from codjax.envs.experts import make_policy
+from codjax.envs.grid_navigation import env as gn
+from codjax.envs.grid_navigation import expert as gne
 
 
 def move(r, c):

@@ -7,12 +7,11 @@ import numpy as np
 import pytest
 
 from codjax.agents.cod import run_text_packs
-from codjax.envs import make
-from codjax.envs import optimal_control as oc
-from codjax.envs import optimal_control_expert as oce
-from codjax.envs import safe_expr
+from codjax.envs import make, safe_expr
 from codjax.envs.base import Turn
 from codjax.envs.experts import make_policy
+from codjax.envs.optimal_control import env as oc
+from codjax.envs.optimal_control import expert as oce
 
 
 def submit(expr: str) -> str:

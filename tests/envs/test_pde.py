@@ -315,6 +315,47 @@ def test_determinism(fam):
   assert a[0].step(REGRESS).observation == b[0].step(REGRESS).observation
 
 
+def _sampled_rows(feedback: str) -> np.ndarray:
+  """The ``x | t | u | y`` rows a sample_pde_data reply lists, as an (n, 4) array."""
+  table = feedback.split("x | t | u | y\n")[1]
+  return np.array([[float(v) for v in line.split(" | ")] for line in table.strip().splitlines()])
+
+
+def test_ralph_pack_repeats_one_task_cod_pack_varies(fam):
+  """Ralph packing (one task seed S times) shows every position the same task data -- trajectory 0 with the same
+  noise, as the reference's fixed task index does -- while a cod pack's position k observes trajectory k."""
+  pack_seed, seeds = 55, [101, 202, 303]
+  hidden = model.sample_hidden(fam.cfg, pack_seed, 3)
+
+  def initial_u(j, x):  # u(x, 0) of trajectory j, straight from the hidden model (no solver involved)
+    return np.interp(x, solver.DENSE.x, hidden.initial_condition(j, solver.DENSE.x))
+
+  def sample_each(envs):
+    out = []
+    for env in envs:
+      env.reset()
+      out.append(env.step(SAMPLE6))
+    return out
+
+  ralph = sample_each(fam.sample_pack(pack_seed, 3, task_seeds=[seeds[0]] * 3))
+  cod = sample_each(fam.sample_pack(pack_seed, 3, task_seeds=seeds))
+  ralph_rows = [_sampled_rows(r.info["feedback"]) for r in ralph]
+  cod_rows = [_sampled_rows(r.info["feedback"]) for r in cod]
+  x, t = cod_rows[0][:, 0], cod_rows[0][:, 1]
+  at0 = t == 0.0
+  assert at0.sum() == 2
+  for k in range(3):
+    np.testing.assert_array_equal(ralph_rows[k], cod_rows[0])  # identical points, values and noise
+    assert np.abs(ralph_rows[k][at0, 2] - initial_u(0, x[at0])).max() < 0.01  # noise sd 0.002
+    assert np.abs(cod_rows[k][at0, 2] - initial_u(k, x[at0])).max() < 0.01
+  for k in (1, 2):
+    assert np.abs(initial_u(k, x[at0]) - initial_u(0, x[at0])).max() > 0.05  # the trajectories do differ
+    assert not np.allclose(cod_rows[k][:, 2], cod_rows[0][:, 2], atol=0.02)
+  # the repeats' datasets persist side by side, named by position
+  assert [f"Dataset: ds_t{k}_1." in r.info["feedback"] for k, r in enumerate(ralph, 1)] == [True] * 3
+  assert "merged_all (18 points" in ralph[2].observation and "Task 3/3" in ralph[2].observation
+
+
 def test_dense_simulation_is_cached_per_trajectory(fam):
   envs = fam.sample_pack(40, 2)
   envs[0].reset()

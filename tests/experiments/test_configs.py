@@ -18,6 +18,7 @@ from flax import nnx
 
 from codjax.models import abstract_model
 from codjax.parallel import make_mesh
+from codjax.models.qwen3 import PARAM_LOGICAL_AXES
 from codjax.parallel.sharding import state_shardings
 from codjax.rl.train_step import REQUIRED_FIELDS, TrainState, make_optimizer, train_step
 from codjax.train.config import load_experiment, validate
@@ -105,14 +106,14 @@ def test_model_and_mesh_shapes_on_fake_devices(stem):
   opt_state = jax.eval_shape(opt.init, params)
   total = sum(x.size * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(params))
   assert total == arch.num_params() * np.dtype(arch.jnp_param_dtype).itemsize
-  per_dev = device_bytes(params, state_shardings(params, mesh))
+  per_dev = device_bytes(params, state_shardings(params, mesh, PARAM_LOGICAL_AXES))
   fsdp = mesh.shape["fsdp"]
   if arch.num_params() > 1e9:  # big models: fsdp must really shard (dims divisible), norms aside
     assert per_dev < 1.01 * total / fsdp
     # the config's own mesh (maybe 24 or 32 devices): same per-device bytes for the same fsdp size
-    real = device_bytes(params, state_shardings(params, abstract_mesh(sizes)))
+    real = device_bytes(params, state_shardings(params, abstract_mesh(sizes), PARAM_LOGICAL_AXES))
     assert real < 1.01 * total / sizes["fsdp"]
-    assert device_bytes(opt_state, state_shardings(opt_state, mesh)) < 2.02 * total / fsdp
+    assert device_bytes(opt_state, state_shardings(opt_state, mesh, PARAM_LOGICAL_AXES)) < 2.02 * total / fsdp
   if cfg.total_steps:
     k = int(cfg.train.num_microbatches)
     rows = k * mesh.shape["data"] * mesh.shape["fsdp"]

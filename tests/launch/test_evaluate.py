@@ -96,10 +96,27 @@ def test_jax_engine_on_the_tiny_checkpoint(tmp_path, tiny_ckpt):
   assert f"jax:{os.path.basename(tiny_ckpt)} / frozenlake" in proc.stdout
 
 
+def test_eval_packing_selects_the_ralph_loop(tmp_path):
+  """``--config.eval.packing=ralph_sample``: each pack repeats its first test task; meta records the packing."""
+  n, size = 6, 3
+  run_evaluate(tmp_path, "--engine=expert", f"--config.eval.num_packs={n}", f"--config.eval.pack_size={size}",
+               "--config.eval.packing=ralph_sample")
+  got = load(tmp_path)
+  assert got["meta"]["packing"] == "ralph_sample" and got["meta"]["template_kwargs"] == {"enable_thinking": False}
+  cfg = load_config()
+  spec = env_specs(cfg.data.envs)[0]
+  packs = eval_packs(spec, n, size, cfg.data.n_train, cfg.data.n_test, cfg.data.split_seed, packing="ralph_sample")
+  assert all(len(set(p.task_seeds)) == 1 for p in packs)
+  assert got["meta"]["pack_seeds"]["frozenlake"] == [p.pack_seed for p in packs]
+  check_cod_summary(got["results"]["frozenlake"], n, size)
+
+
 def test_bad_invocations_fail_with_a_clear_message(tmp_path):
   proc = run_evaluate(tmp_path, "--engine=jax", "--config.model.path=/nonexistent/ckpt",
                       "--config.model.make_tiny=False", check=False)
   assert proc.returncode != 0 and "set --config.model.path to an HF directory" in proc.stderr
   proc = run_evaluate(tmp_path, "--engine=openai", check=False)
   assert proc.returncode != 0 and "needs --base_url and --model_name" in proc.stderr
+  proc = run_evaluate(tmp_path, "--engine=expert", "--config.eval.packing=ralph", check=False)
+  assert proc.returncode != 0 and "eval.packing must be one of" in proc.stderr
   assert not os.path.exists(os.path.join(tmp_path, "eval.json"))

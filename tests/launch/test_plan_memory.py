@@ -146,3 +146,47 @@ def test_evaluation_config_has_no_train_step():
   assert p.optimizer == 2 * p.params + 2 * 4  # bf16 mu, nu (the Trainer allocates them) + step counters
   assert p.total == p.params + p.optimizer + int(0.5 * 80 * 1024**3)
   assert "batch         none (evaluation only)" in format_plan(p, 80)
+
+
+def test_kl_reference_is_counted():
+  """kl_coef > 0: the frozen reference policy's parameters (a copy of the starting model's, sharded alike) and
+  one more [R, T] batch array (its logprobs); kl_coef = 0: neither."""
+  off = plan(tiny_config())
+  cfg = tiny_config()
+  cfg.algorithm.update(kl_type="k3", kl_coef=0.1)
+  on = plan(validate(cfg))
+  assert off.reference == 0 and on.reference == on.params == 461_824  # the hand-calculated parameter bytes
+  assert on.activations["batch arrays"] == 8 * 16 * 64 * 4 and off.activations["batch arrays"] == 7 * 16 * 64 * 4
+  assert on.total - off.total == on.params + 16 * 64 * 4
+  assert "KL reference policy parameters" in format_plan(on, 80)
+  assert "KL reference" not in format_plan(off, 80)
+
+
+def test_kl_reference_from_another_checkpoint_uses_its_architecture(tmp_path):
+  from codjax.models import init_model, save_pretrained
+
+  ref_dir = str(tmp_path / "ref")
+  save_pretrained(init_model(preset("tiny", num_hidden_layers=1)), ref_dir)
+  cfg = tiny_config()
+  cfg.algorithm.update(kl_type="k3", kl_coef=0.1, ref_model_path=ref_dir)
+  p = plan(validate(cfg))
+  # one layer instead of two: the policy's bytes less one layer's share of the hand calculation above (the
+  # [L, ...] terms halve: norms, q, k, v, o, q/k norms, gate, up, down; embedding and final norm stay)
+  layer = (2 * 128 + 2 * 64 * 2 * 32 + 2 * (2 * 64 * 1 * 32) + 2 * 2 * 32 * 64 + 2 * 32 + 2 * 32 + 2 * 128
+           + 3 * (2 * 64 * 192)) // 2
+  assert p.reference == p.params - 4 * layer
+
+
+def test_unknown_engine_is_an_error():
+  cfg = tiny_config()
+  cfg.rollout.engine = "sglang"
+  with pytest.raises(ValueError, match="unknown rollout engine 'sglang'"):
+    plan(cfg)
+
+
+def test_memory_plan_imports_no_trainer():
+  """The plan needs the optimizer settings, not the training loop (nor private helpers of rl.batch)."""
+  code = "import sys, codjax.train.memory_plan; print(sorted(m for m in sys.modules if m.startswith('codjax.train')))"
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+  assert out.returncode == 0, out.stderr
+  assert "codjax.train.loop" not in out.stdout and "codjax.train.memory_plan" in out.stdout

@@ -8,6 +8,7 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from codjax.models import from_pretrained, init_model, preset, save_pretrained
+from codjax.models.qwen3 import PARAM_LOGICAL_AXES
 from codjax.parallel import activation_sharding, make_mesh, shard_model
 
 
@@ -48,6 +49,6 @@ def test_sharded_forward_equals_unsharded(mesh, tmp_path):
   np.testing.assert_allclose(np.asarray(out), ref, atol=1e-5)
 
   # shard_model reshards an in-memory model the same way
-  m2 = shard_model(init_model(cfg, seed=3), mesh)
+  m2 = shard_model(init_model(cfg, seed=3), mesh, PARAM_LOGICAL_AXES)
   assert m2.o_lnhd[...].sharding.spec == P(None, "tensor", None, "fsdp")
   np.testing.assert_allclose(np.asarray(m2(ids)), ref, atol=1e-5)

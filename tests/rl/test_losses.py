@@ -289,3 +289,38 @@ def test_register_custom_loss():
   x = -jnp.ones((2, 3))
   num, den, metrics = losses.get_loss("test_only_half_sft")(x, x, x, jnp.ones((2, 3)), cfg=CFG)
   assert float(num) == 3.0 and float(den) == 6.0 and "pg_loss" in metrics
+
+
+def test_rec_oneside_is_value_by_hand():
+  """REC-OneSide-IS (cod_reference.md 3.2, weight importance_sampling): l_t = -A_t rho_t M_t logp_t with
+  rho_t = pi_theta / pi_old detached and the one-side mask M (eps_low 0.2, eps_high 0.28), token-mean over the
+  loss tokens. Every token's term, worked out by hand:
+
+    tok  A     rho  logp  M                               l = -A rho M logp
+    0    +1    1.1  -0.5  kept (A > 0, rho <= 1.28)        0.55
+    1    +2    1.5  -0.7  clipped (A > 0, rho > 1.28)      0
+    2    -1    0.9  -1.0  kept (A < 0, rho >= 0.8)        -0.9
+    3    -0.5  0.5  -0.4  clipped (A < 0, rho < 0.8)       0
+    4     0    2.0  -1.2  (A = 0)                          0
+    5    +1    0.5  -2.0  kept                             1.0
+    6    -1    3.0  -0.1  kept                            -0.3
+    7    +5    1.0  -3.0  (not a loss token)               -
+  token-mean: (0.55 - 0.9 + 1.0 - 0.3) / 7 = 0.35 / 7 = 0.05. Per row (row 0 = tokens 0-3, row 1 = 4-7),
+  seq-mean-token-mean: ((0.55 - 0.9) / 4 + (1.0 - 0.3) / 3) / 2. Gradient wrt logp: -A rho M (Eq. 1).
+  """
+  a = np.array([[1.0, 2.0, -1.0, -0.5], [0.0, 1.0, -1.0, 5.0]])
+  rho = np.array([[1.1, 1.5, 0.9, 0.5], [2.0, 0.5, 3.0, 1.0]])
+  logp = np.array([[-0.5, -0.7, -1.0, -0.4], [-1.2, -2.0, -0.1, -3.0]])
+  mask = np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.0]])
+  old = logp - np.log(rho)
+  args = [jnp.asarray(x, jnp.float32) for x in (logp, old, a, mask)]
+  loss = losses.get_loss("rec_oneside_is")
+  cfg = LossConfig(eps_low=0.2, eps_high=0.28)
+  num, den, metrics = loss(*args, cfg=cfg)
+  assert float(den) == 7.0
+  np.testing.assert_allclose(float(num) / float(den), 0.05, rtol=1e-5)
+  assert float(metrics["clip_frac"][0]) == 2.0  # tokens 1 and 3
+  grad = jax.grad(lambda lp: loss(lp, *args[1:], cfg=cfg)[0])(args[0])
+  np.testing.assert_allclose(grad, [[-1.1, 0.0, 0.9, 0.0], [0.0, -0.5, 3.0, 0.0]], rtol=1e-5, atol=1e-6)
+  num, den, _ = loss(*args, cfg=LossConfig(eps_low=0.2, eps_high=0.28, aggregation="seq-mean-token-mean"))
+  np.testing.assert_allclose([float(num), float(den)], [(-0.35 / 4 + 0.7 / 3), 2.0], rtol=1e-5)

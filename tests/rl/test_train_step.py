@@ -116,8 +116,9 @@ def test_sharded_step_equals_single_device_step():
 
   mesh = make_mesh(data=2, fsdp=2, tensor=2)
   graphdef, opt, cfg, state = _setup(chunks=2, sgd=True)
+  from codjax.models.qwen3 import PARAM_LOGICAL_AXES
   from codjax.parallel import state_shardings
-  state = jax.device_put(state, state_shardings(state, mesh))
+  state = jax.device_put(state, state_shardings(state, mesh, PARAM_LOGICAL_AXES))
   step = make_train_step(graphdef, opt, cfg, state, mesh=mesh)
   s8, m8 = step(state, {k: jnp.asarray(v) for k, v in batch_np.items()})
   assert s8.params["q_ldnh"].value.sharding.spec == jax.sharding.PartitionSpec(None, "fsdp", "tensor", None)

@@ -1,5 +1,10 @@
 """The JAX sampler: trainer/sampler logprob agreement, greedy parity with transformers, prefix reuse,
-per-sequence stopping, bucketing without recompiles, and sharding."""
+per-sequence stopping, bucketing without recompiles, and sharding.
+
+The model is the peaked checkpoint (tests/rollout/conftest.py): the random tiny model's greedy continuation
+is the prompt's last token repeated, which a wrong position, a stale cache row or a dropped prefix would
+reproduce just as well, so equality tests on it could not fail. ``assert_nontrivial`` checks every greedy
+continuation an equality test compares."""
 
 import jax
 import jax.numpy as jnp
@@ -16,8 +21,8 @@ from codjax.rollout.jax_engine import JaxEngine
 
 
 @pytest.fixture(scope="module")
-def model(tiny_ckpt):
-  return from_pretrained(tiny_ckpt)
+def model(peaked_ckpt):
+  return from_pretrained(peaked_ckpt)
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +31,15 @@ def engine(model):
 
 
 PROMPTS = [[5, 17, 99, 230, 41, 7], [300, 12, 8], list(range(20, 45))]
+
+
+def assert_nontrivial(prompts, comps):
+  """Greedy continuations an equality check can fail on: no row is its prompt's last token repeated (the
+  random model's argmax), and the rows together hold varied tokens (at least a third of them distinct)."""
+  for p, c in zip(prompts, comps):
+    assert c.token_ids and set(c.token_ids) != {p[-1]}, (p[-3:], c.token_ids)
+  toks = [t for c in comps for t in c.token_ids]
+  assert len(set(toks)) >= len(toks) / 3, [c.token_ids for c in comps]
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
@@ -38,9 +52,10 @@ def test_sampled_logprobs_match_trainer_forward(model, engine, temperature):
     np.testing.assert_allclose(np.asarray(lp[0, len(p):]), c.logprobs, atol=1e-4)
 
 
-def test_greedy_matches_transformers_generate(tiny_ckpt, engine):
-  hf = AutoModelForCausalLM.from_pretrained(tiny_ckpt, dtype=torch.float32).eval()
+def test_greedy_matches_transformers_generate(peaked_ckpt, engine):
+  hf = AutoModelForCausalLM.from_pretrained(peaked_ckpt, dtype=torch.float32).eval()
   comps = engine.generate(PROMPTS, SamplingParams(temperature=0.0, max_tokens=16))
+  assert_nontrivial(PROMPTS, comps)
   for p, c in zip(PROMPTS, comps):
     out = hf.generate(torch.tensor([p]), max_new_tokens=16, min_new_tokens=16, do_sample=False)
     assert c.token_ids == out[0, len(p):].tolist()
@@ -54,6 +69,7 @@ def test_prefix_reuse_equals_reprefill_and_prefills_less(model):
   for turn in range(3):
     a = reuse.generate(hist, greedy, session_ids=[11, 12])
     b = fresh.generate(hist, greedy)  # no sessions: full re-prefill every turn
+    assert_nontrivial(hist, b)
     for x, y in zip(a, b):
       assert x.token_ids == y.token_ids
       np.testing.assert_allclose(x.logprobs, y.logprobs, atol=1e-5)
@@ -72,19 +88,25 @@ def test_diverged_history_is_reprefilled(model):
   other = [1, 2, 3]
   b = eng.generate([other], g, session_ids=[1])[0]  # not an extension of the session's history
   ref = JaxEngine(model, max_slots=2, max_seq_len=128).generate([other], g)[0]
+  assert_nontrivial([other], [ref])
   assert b.token_ids == ref.token_ids and a.token_ids
 
 
 def test_per_sequence_stopping(model, engine):
   greedy = SamplingParams(temperature=0.0, max_tokens=10)
   free = engine.generate(PROMPTS, greedy)
-  stop = free[0].token_ids[3]
+  assert_nontrivial(PROMPTS, free)
+  # a stop token that row `row` first samples mid-reply (index >= 2), so that the decode loop's own stop
+  # check ends it (the first sampled token is checked before the loop)
+  row, first = next((r, k) for r, f in enumerate(free) for k, t in enumerate(f.token_ids)
+                    if k >= 2 and t not in f.token_ids[:k])
+  stop = free[row].token_ids[first]
   comps = engine.generate(PROMPTS, SamplingParams(temperature=0.0, max_tokens=10, stop_token_ids=(stop,)))
-  first = free[0].token_ids.index(stop)
-  assert comps[0].token_ids == free[0].token_ids[:first + 1] and comps[0].finish_reason == "stop"
-  for c, f in zip(comps[1:], free[1:]):
+  assert comps[row].token_ids == free[row].token_ids[:first + 1] and comps[row].finish_reason == "stop"
+  for c, f in zip(comps, free):
     k = f.token_ids.index(stop) + 1 if stop in f.token_ids else len(f.token_ids)
-    assert c.token_ids == f.token_ids[:k]
+    assert c.token_ids == f.token_ids[:k] and c.finish_reason == ("stop" if stop in f.token_ids else "length")
+    np.testing.assert_allclose(c.logprobs, f.logprobs[:k], atol=1e-5)
 
 
 def test_new_prompt_lengths_reuse_compiled_buckets(model):
@@ -103,17 +125,19 @@ def test_sharded_engine_matches_unsharded(model, engine):
   mesh = make_mesh(data=2, fsdp=2, tensor=2)
   sharded = JaxEngine(model, max_slots=8, max_seq_len=256, mesh=mesh)
   g = SamplingParams(temperature=0.0, max_tokens=8)
-  assert [c.token_ids for c in sharded.generate(PROMPTS, g)] == [c.token_ids for c in engine.generate(PROMPTS, g)]
+  ref = engine.generate(PROMPTS, g)
+  assert_nontrivial(PROMPTS, ref)
+  assert [c.token_ids for c in sharded.generate(PROMPTS, g)] == [c.token_ids for c in ref]
   # slots over (data, fsdp), kv heads over tensor: k^T [L, slots, K, H, S], v [L, slots, K, S, H]
   want = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, ("data", "fsdp"), "tensor", None, None))
   for c in sharded._cache:
     assert c.sharding.is_equivalent_to(want, c.ndim), c.sharding.spec
 
 
-def test_update_weights_changes_outputs_and_restores(model, engine, tiny_ckpt):
+def test_update_weights_changes_outputs_and_restores(model, engine, peaked_ckpt):
   g = SamplingParams(temperature=0.0, max_tokens=8)
   before = [c.token_ids for c in engine.generate(PROMPTS, g)]
-  other = from_pretrained(tiny_ckpt)
+  other = from_pretrained(peaked_ckpt)
   other.embed_vd[...] = jax.random.normal(jax.random.key(7), other.embed_vd[...].shape)
   engine.update_weights(other)
   changed = [c.token_ids for c in engine.generate(PROMPTS, g)]
@@ -139,6 +163,7 @@ def test_more_sessions_than_slots_evicts_lru_and_stays_exact(model):
   for turn in range(2):
     a = small.generate(hist, g, session_ids=[1, 2, 3, 4])  # 4 live sessions, 2 slots
     b = big.generate(hist, g, session_ids=[1, 2, 3, 4])
+    assert_nontrivial(hist, b)
     assert [x.token_ids for x in a] == [y.token_ids for y in b]
     hist = [h + x.token_ids + [70 + turn] for h, x in zip(hist, a)]
   assert small.stats["evictions"] > 0 and big.stats["evictions"] == 0
@@ -152,6 +177,7 @@ def test_decode_phases_continue_long_rows_exactly(model):
   eng = JaxEngine(model, max_slots=8, max_seq_len=256, seed=0)
   prompts = [[5, 17, 99], [300, 12, 8, 4], list(range(20, 45)), [7] * 9, [11, 250, 3], [90, 91]]
   free = eng.generate(prompts, SamplingParams(temperature=0.0, max_tokens=24))
+  assert_nontrivial(prompts, free)
   # stopping on rows 0-2's first tokens ends those rows after one token: the batch of 8 drops to 3 live rows,
   # which finish in a second phase with a batch of 4
   stops = tuple({f.token_ids[0] for f in free[:3]})

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import requests
+from urllib3.util.retry import Retry
 
 from codjax.agents.episode import Episode
 from codjax.models import from_pretrained
@@ -153,6 +154,22 @@ def test_client_errors_are_not_retried(stub_factory, status):
       eng.chat([CONV], PARAMS)
   assert info.value.status == status and "unknown model" in info.value.body
   assert len(stub.requests) == 1
+
+
+def test_transient_503_is_retried_and_400_is_not_by_the_urllib3_retry(stub_factory):
+  stub = stub_factory([(503, {"error": "loading"}, {}, 0.0), (200, _echo({"messages": CONV}), {}, 0.0),
+                       (400, {"error": {"message": "bad max_tokens"}}, {}, 0.0)])
+  with OpenAIEngine(stub.url, "m", backoff_s=0.05, max_retries=3) as eng:
+    assert eng.chat([CONV], PARAMS)[0].text == "echo:hello"
+    assert len(stub.requests) == 2  # the 503, then its retry
+    with pytest.raises(OpenAIHTTPError, match="HTTP 400: .*bad max_tokens") as info:
+      eng.chat([CONV], PARAMS)
+    assert info.value.status == 400 and "gave up" not in str(info.value)
+    assert len(stub.requests) == 3  # the 400 was sent once
+    # the retrying is the session adapter's urllib3 Retry, not a loop of the engine's own
+    retry = eng._session().get_adapter(stub.url).max_retries
+    assert isinstance(retry, Retry) and retry.total == 3 and 503 in retry.status_forcelist
+    assert 400 not in retry.status_forcelist
 
 
 def test_timeouts_are_bounded_and_retried(stub_factory):

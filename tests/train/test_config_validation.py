@@ -60,3 +60,64 @@ def test_teacher_params_must_name_a_configured_environment():
   with pytest.raises(ConfigError, match="sft.teacher_params.alchemy"):
     validate(c)
   validate(_cfg(**{"sft.teacher_params": {"frozenlake_obscure": {"know_style": "slots"}}}))
+
+
+@pytest.mark.parametrize("over,match", [
+    # the in-process vLLM engine is one worker ('uni' executor): tensor parallelism cannot take effect
+    ({"rollout.engine": "vllm", "rollout.vllm.tensor_parallel_size": 2}, "tensor_parallel_size must be 1.*'uni'"),
+    ({"rollout.vllm.dtype": "float16"}, "rollout.vllm.dtype"),
+    ({"rollout.vllm.gpu_memory_utilization": 1.5}, "rollout.vllm.gpu_memory_utilization"),
+    ({"rollout.max_slots": 0}, "rollout.max_slots"),
+    # fields that would be silently ignored by the chosen algorithm
+    ({"algorithm.kl_type": "k3"}, "kl_type='k3' has no effect with kl_coef = 0"),
+    ({"algorithm.ref_model_path": "/some/dir"}, "ref_model_path is only used by the KL term"),
+    ({"algorithm.kl_type": "k3", "algorithm.kl_coef": 0.1, "algorithm.ref_model_path": "/no/such/dir"},
+     "ref_model_path='/no/such/dir' is not an HF checkpoint directory"),
+    ({"algorithm.dual_clip": 3.0}, "dual_clip applies to the ppo loss only"),
+    ({"algorithm.teachers": {"main": "/t"}}, "teachers is only used by the opd loss"),
+    # unknown (misspelt or removed) fields are rejected, never ignored
+    ({"algorithm.kl_coeff": 0.1}, r"algorithm: unknown field\(s\) \['kl_coeff'\]"),
+    ({"rollout.vllm.tp": 2}, r"rollout.vllm: unknown field\(s\) \['tp'\]"),
+    ({"sft.eval_packs": 8}, r"sft: unknown field\(s\) \['eval_packs'\]"),
+])
+def test_fields_without_effect_are_rejected(over, match):
+  with pytest.raises(ConfigError, match=match):
+    validate(_cfg(**over))
+
+
+def test_fields_with_effect_validate():
+  validate(_cfg(**{"rollout.engine": "vllm", "rollout.vllm.tensor_parallel_size": 1}))
+  validate(_cfg(**{"algorithm.loss": "ppo", "algorithm.dual_clip": 3.0}))
+  validate(_cfg(**{"algorithm.kl_type": "k2", "algorithm.kl_coef": 0.05}))
+  validate(_cfg(**{"data.envs.main.params": {"any_constructor_argument": 1}}))  # free-form blocks stay free
+
+
+def test_sft_eval_packs_is_gone():
+  """sft.eval_packs was validated but never read; it is removed, so a locked config (the launchers') refuses it."""
+  c = _cfg()
+  assert "eval_packs" not in c.sft
+  c.lock()
+  with pytest.raises(AttributeError):
+    c.sft.eval_packs = 8
+
+
+def test_max_slots_is_vllms_max_num_seqs(monkeypatch):
+  """rollout.max_slots bounds the concurrent sequences of either engine: under vLLM it is max_num_seqs."""
+  import codjax.rollout.vllm_engine as vllm_engine
+  from codjax.train.engines import build_engine
+
+  made = {}
+
+  class FakeVllm:
+
+    def __init__(self, model_path, **kw):
+      made.update(kw, model_path=model_path)
+
+    def update_weights(self, model):
+      made["synced"] = model
+
+  monkeypatch.setattr(vllm_engine, "VllmEngine", FakeVllm)
+  c = validate(_cfg(**{"rollout.engine": "vllm", "rollout.max_slots": 5}))
+  build_engine(c.rollout, "the model", "/ckpt")
+  assert made["max_num_seqs"] == 5 and made["tensor_parallel_size"] == 1 and made["synced"] == "the model"
+  assert made["max_model_len"] == c.rollout.max_prompt_tokens + c.rollout.max_response_tokens + 1

@@ -74,8 +74,11 @@ def test_checkpoint_corruption_falls_back_and_crash_mid_save_is_harmless(tmp_pat
         p = os.path.join(root, f)
         data = open(p, "rb").read()
         open(p, "wb").write(data[: len(data) // 3])
-    step, _, meta = Checkpointer(ck.directory).restore_latest(state)
-    assert step == 1 and meta["step"] == 1
+    got = Checkpointer(ck.directory).restore_latest(state)
+    assert got.step == 1 and got.meta["step"] == 1
+    # the unreadable step is moved aside (not deleted), so a resumed run can write step 2 again
+    assert Checkpointer(ck.directory).steps() == [1]
+    assert [d.split("-")[0] for d in os.listdir(os.path.join(ck.directory, "quarantine"))] == ["2"]
     # nothing readable left: a clear error, not a silent fresh start
     shutil.rmtree(os.path.join(ck.directory, "1", "state"))
     with pytest.raises(CheckpointError, match="no readable checkpoint"):

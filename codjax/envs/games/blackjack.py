@@ -26,6 +26,7 @@ import random
 import re
 from typing import Any
 
+from codjax.envs import helpers
 from codjax.envs.base import derive_seed
 from codjax.envs.games import common
 from codjax.envs.registry import register
@@ -56,9 +57,9 @@ class BlackjackConfig:
   faithful: bool = True
 
   def __post_init__(self):
-    common.check_int("max_turns", self.max_turns, 1, 48)
-    common.check_int("dealer_min", self.dealer_min, 2, 21)
-    common.check_bool("faithful", self.faithful)
+    helpers.check_int("max_turns", self.max_turns, 1, 48)
+    helpers.check_int("dealer_min", self.dealer_min, 2, 21)
+    helpers.check_bool("faithful", self.faithful)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,5 +158,5 @@ PRESETS: dict[str, dict[str, Any]] = {"orbit": {}}
 @register("blackjack")
 def make_family(preset: str = "orbit", **overrides: Any) -> common.GameFamily:
   """``make("blackjack", max_turns=4, dealer_min=17, faithful=True)``."""
-  cfg = common.build_config(BlackjackConfig, PRESETS, preset, overrides)
+  cfg = helpers.config_from_preset(BlackjackConfig, PRESETS, preset, overrides, env="blackjack")
   return common.GameFamily("blackjack", cfg, make_instance, BlackjackTask)

@@ -31,9 +31,10 @@ from __future__ import annotations
 import abc
 import dataclasses
 import re
-from typing import Any, Callable, Hashable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
-from codjax.envs.base import EnvFamily, StepResult, TaskEnv, derive_seed
+from codjax.envs.base import EnvFamily, StepResult, TaskEnv
+from codjax.envs.helpers import pack_args
 
 BOX_RE = re.compile(r"\\boxed\{([^{}]*)\}")
 MAX_TURNS_LINE = "You have reached the maximum number of turns."
@@ -232,39 +233,6 @@ class GameFamily(EnvFamily):
     return self._make_instance(self.cfg, int(pack_seed))
 
   def sample_pack(self, pack_seed: int, num_tasks: int, task_seeds: Sequence[int] | None = None) -> list[GameTask]:
-    check_int("num_tasks", num_tasks, 1)
-    if task_seeds is None:
-      task_seeds = [derive_seed(int(pack_seed), 7, i) for i in range(num_tasks)]
-    if len(task_seeds) != num_tasks:
-      raise ValueError(f"got {len(task_seeds)} task_seeds for num_tasks={num_tasks}")
+    pack_seed, seeds = pack_args(pack_seed, num_tasks, task_seeds, salt=(7,))
     inst = self.instance(pack_seed)
-    return [self._make_task(self.cfg, inst, int(s)) for s in task_seeds]
-
-
-def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> None:
-  if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
-      maximum is not None and value > maximum):
-    bound = f"in [{minimum}, {maximum}]" if maximum is not None else f">= {minimum}"
-    raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
-
-
-def check_bool(name: str, value: Any) -> None:
-  if not isinstance(value, bool):
-    raise ValueError(f"{name} must be a bool, got {value!r}")
-
-
-def check_prob(name: str, value: Any, low_open: bool = False) -> None:
-  if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-      (0.0 < value if low_open else 0.0 <= value) and value <= 1.0):
-    raise ValueError(f"{name} must be a number in {'(' if low_open else '['}0, 1], got {value!r}")
-
-
-def build_config(cls: type, presets: Mapping[str, Mapping[str, Any]], preset: str, overrides: Mapping[str, Any]):
-  """``cls(**presets[preset], **overrides)`` with unknown presets and fields reported as ValueError."""
-  if preset not in presets:
-    raise ValueError(f"unknown preset {preset!r}; known: {sorted(presets)}")
-  fields = {f.name for f in dataclasses.fields(cls)}
-  unknown = sorted(set(overrides) - fields)
-  if unknown:
-    raise ValueError(f"unknown parameter(s) {unknown}; known: {sorted(fields)}")
-  return cls(**{**presets[preset], **overrides})
+    return [self._make_task(self.cfg, inst, s) for s in seeds]

@@ -18,6 +18,7 @@ import random
 import re
 from typing import Any
 
+from codjax.envs import helpers
 from codjax.envs.base import derive_seed
 from codjax.envs.games import common, words
 from codjax.envs.registry import register
@@ -38,11 +39,11 @@ class HangmanConfig:
   faithful: bool = True
 
   def __post_init__(self):
-    common.check_int("word_length", self.word_length, 2, 12)
+    helpers.check_int("word_length", self.word_length, 2, 12)
     if not words.vocabulary(self.word_length):
       raise ValueError(f"no words of length {self.word_length} in the vocabulary")
-    common.check_int("max_turns", self.max_turns, 1, 100)
-    common.check_bool("faithful", self.faithful)
+    helpers.check_int("max_turns", self.max_turns, 1, 100)
+    helpers.check_bool("faithful", self.faithful)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,5 +122,5 @@ PRESETS: dict[str, dict[str, Any]] = {"orbit": {}}
 @register("hangman")
 def make_family(preset: str = "orbit", **overrides: Any) -> common.GameFamily:
   """``make("hangman", word_length=3, max_turns=10, faithful=True)``."""
-  cfg = common.build_config(HangmanConfig, PRESETS, preset, overrides)
+  cfg = helpers.config_from_preset(HangmanConfig, PRESETS, preset, overrides, env="hangman")
   return common.GameFamily("hangman", cfg, make_instance, HangmanTask)

@@ -23,6 +23,7 @@ import random
 import re
 from typing import Any
 
+from codjax.envs import helpers
 from codjax.envs.base import derive_seed
 from codjax.envs.games import common
 from codjax.envs.registry import register
@@ -53,14 +54,14 @@ class MastermindConfig:
   faithful: bool = True
 
   def __post_init__(self):
-    common.check_int("code_length", self.code_length, 1, 8)
-    common.check_int("num_digits", self.num_digits, 2, 20)
-    common.check_bool("duplicates", self.duplicates)
+    helpers.check_int("code_length", self.code_length, 1, 8)
+    helpers.check_int("num_digits", self.num_digits, 2, 20)
+    helpers.check_bool("duplicates", self.duplicates)
     if not self.duplicates and self.num_digits < self.code_length:
       raise ValueError(f"num_digits ({self.num_digits}) must be >= code_length ({self.code_length}) "
                        "when duplicates are not allowed")
-    common.check_int("max_turns", self.max_turns, 1, 100)
-    common.check_bool("faithful", self.faithful)
+    helpers.check_int("max_turns", self.max_turns, 1, 100)
+    helpers.check_bool("faithful", self.faithful)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,5 +138,5 @@ PRESETS: dict[str, dict[str, Any]] = {"orbit": {}}
 @register("mastermind")
 def make_family(preset: str = "orbit", **overrides: Any) -> common.GameFamily:
   """``make("mastermind", code_length=3, num_digits=6, duplicates=False, max_turns=3, faithful=True)``."""
-  cfg = common.build_config(MastermindConfig, PRESETS, preset, overrides)
+  cfg = helpers.config_from_preset(MastermindConfig, PRESETS, preset, overrides, env="mastermind")
   return common.GameFamily("mastermind", cfg, make_instance, MastermindTask)

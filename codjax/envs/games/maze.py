@@ -33,6 +33,7 @@ import functools
 import random
 from typing import Any
 
+from codjax.envs import helpers
 from codjax.envs.base import derive_seed
 from codjax.envs.games import common
 from codjax.envs.registry import register
@@ -52,15 +53,15 @@ class MazeConfig:
   shapes: tuple[tuple[int, int], ...] = SHAPES
 
   def __post_init__(self):
-    common.check_int("max_turns", self.max_turns, 1, 1000)
-    common.check_int("min_path", self.min_path, 1, 200)
-    common.check_int("max_path", self.max_path, self.min_path, 200)
+    helpers.check_int("max_turns", self.max_turns, 1, 1000)
+    helpers.check_int("min_path", self.min_path, 1, 200)
+    helpers.check_int("max_path", self.max_path, self.min_path, 200)
     shapes = tuple(tuple(s) for s in self.shapes) if isinstance(self.shapes, (list, tuple)) else None
     if not shapes or any(len(s) != 2 for s in shapes):
       raise ValueError(f"shapes must be a non-empty list of (width, height) pairs, got {self.shapes!r}")
     for w, h in shapes:
-      common.check_int("shape width", w, 3, 40)
-      common.check_int("shape height", h, 3, 40)
+      helpers.check_int("shape width", w, 3, 40)
+      helpers.check_int("shape height", h, 3, 40)
     object.__setattr__(self, "shapes", shapes)
 
 
@@ -247,5 +248,5 @@ PRESETS: dict[str, dict[str, Any]] = {"orbit": {}}
 @register("maze")
 def make_family(preset: str = "orbit", **overrides: Any) -> common.GameFamily:
   """``make("maze", max_turns=9, min_path=7, max_path=8, shapes=((6, 6), (7, 6), (7, 7), (6, 7)))``."""
-  cfg = common.build_config(MazeConfig, PRESETS, preset, overrides)
+  cfg = helpers.config_from_preset(MazeConfig, PRESETS, preset, overrides, env="maze")
   return common.GameFamily("maze", cfg, make_instance, MazeTask)

@@ -27,6 +27,7 @@ import random
 import re
 from typing import Any
 
+from codjax.envs import helpers
 from codjax.envs.base import derive_seed
 from codjax.envs.games import common
 from codjax.envs.registry import register
@@ -59,14 +60,14 @@ class MinesweeperConfig:
   faithful: bool = True
 
   def __post_init__(self):
-    common.check_int("rows", self.rows, 2, 30)
-    common.check_int("cols", self.cols, 2, 30)
+    helpers.check_int("rows", self.rows, 2, 30)
+    helpers.check_int("cols", self.cols, 2, 30)
     free = self.rows * self.cols - (9 if self.faithful else 1)
-    common.check_int("mines", self.mines, 1, max(1, free))
+    helpers.check_int("mines", self.mines, 1, max(1, free))
     if self.mines > free:
       raise ValueError(f"mines ({self.mines}) leaves no room on a {self.rows}x{self.cols} board")
-    common.check_int("max_turns", self.max_turns, 1, 1000)
-    common.check_bool("faithful", self.faithful)
+    helpers.check_int("max_turns", self.max_turns, 1, 1000)
+    helpers.check_bool("faithful", self.faithful)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,5 +191,5 @@ PRESETS: dict[str, dict[str, Any]] = {"orbit": {}}
 @register("minesweeper")
 def make_family(preset: str = "orbit", **overrides: Any) -> common.GameFamily:
   """``make("minesweeper", rows=5, cols=5, mines=5, max_turns=8, faithful=True)``."""
-  cfg = common.build_config(MinesweeperConfig, PRESETS, preset, overrides)
+  cfg = helpers.config_from_preset(MinesweeperConfig, PRESETS, preset, overrides, env="minesweeper")
   return common.GameFamily("minesweeper", cfg, make_instance, MinesweeperTask)

@@ -23,6 +23,7 @@ import math
 import random
 from typing import Any
 
+from codjax.envs import helpers
 from codjax.envs.base import derive_seed
 from codjax.envs.games import common
 from codjax.envs.registry import register
@@ -39,9 +40,9 @@ class RpsConfig:
   win_threshold: float = 0.5
 
   def __post_init__(self):
-    common.check_int("rounds", self.rounds, 1, 1000)
-    common.check_prob("min_dom", self.min_dom)
-    common.check_prob("win_threshold", self.win_threshold, low_open=True)
+    helpers.check_int("rounds", self.rounds, 1, 1000)
+    helpers.check_prob("min_dom", self.min_dom)
+    helpers.check_prob("win_threshold", self.win_threshold, low_open=True)
 
   @property
   def wins_needed(self) -> int:
@@ -115,5 +116,5 @@ PRESETS: dict[str, dict[str, Any]] = {"orbit": {}}
 @register("rps")
 def make_family(preset: str = "orbit", **overrides: Any) -> common.GameFamily:
   """``make("rps", rounds=5, min_dom=0.4, win_threshold=0.5)``."""
-  cfg = common.build_config(RpsConfig, PRESETS, preset, overrides)
+  cfg = helpers.config_from_preset(RpsConfig, PRESETS, preset, overrides, env="rps")
   return common.GameFamily("rps", cfg, make_instance, RpsTask)

@@ -1,13 +1,20 @@
 """PDE-Discovery environment: tasks, pack state, actions and reward (cod_reference.md 2.4, 1.5, 1.6).
 
-Each pack hides one reaction term f (``model.sample_hidden``); task k (1-based) observes trajectory k of
-``u_t = u_xx + f(u)``. Per task the agent has ``max_steps`` turns and ``point_budget`` sample points. Actions
-are one XML element inside a unique ``<answer>`` block (root tag = action, attributes and children =
-arguments; ``dictionary``, ``candidate_equations``, ``uncertain_terms`` and ``point_grid`` are lists):
+Each pack hides one reaction term f (``model.sample_hidden``); the task at position k (1-based) observes
+trajectory ``j = k - 1`` of ``u_t = u_xx + f(u)``, except that a task seed already seen earlier in the pack keeps
+the trajectory index of its first occurrence (``helpers.first_positions``). So a cod pack of distinct task seeds
+observes trajectories 0..S-1, and a Ralph pack (one task seed S times) observes trajectory 0 with the same sample
+noise at every position: the reference fixes ``task_idx = env_task_idx`` in both Ralph modes (cod_reference.md
+1.1), so every repeat of "the same task" sees the same data.
+
+Per task the agent has ``max_steps`` turns and ``point_budget`` sample points. Actions are one XML element
+inside a unique ``<answer>`` block (root tag = action, attributes and children = arguments; ``dictionary``,
+``candidate_equations``, ``uncertain_terms`` and ``point_grid`` are lists):
 
 * ``sample_pde_data``: noisy ``u`` (sd ``noise_level``) and ``y`` (sd ``noise_level/4``) bilinearly
   interpolated from the cached dense simulation at the requested ``(x, t)``; noise RNG
-  ``SeedSequence([task_seed, k, sample_counter])``; stored as dataset ``ds_t{k}_{c}`` in the pack state;
+  ``SeedSequence([task_seed, j + 1, sample_counter])`` (``j + 1 = k`` in a cod pack); stored as dataset
+  ``ds_t{k}_{c}`` (k the position) in the pack state;
 * ``summarize_pack_evidence``: the equations recorded by earlier tasks (shown only with
   ``reveal_equations="true"``);
 * ``run_sparse_regression``: ``regression.sparse_regression`` on ``dataset_id`` (a dataset, ``merged_all``
@@ -23,7 +30,8 @@ unknown action, non-dict arguments) end it with reward 0. Running out of turns g
     R = 1 / (1 + loss).
 
 Datasets, evidence and the dense simulations live in a ``PdePackState`` created per ``sample_pack`` call.
-The reward is never shown to the agent (``show_reward_in_update = False``).
+The reward is never shown to the agent (``show_reward_in_update = False``). Presets (``train``, ``eval``) are in
+``presets.py``.
 """
 
 from __future__ import annotations
@@ -36,8 +44,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from codjax.envs import cod_protocol
-from codjax.envs.base import EnvFamily, StepResult, TaskEnv, Turn, derive_seed
+from codjax.envs.base import EnvFamily, StepResult, TaskEnv, Turn
+from codjax.envs.helpers import config_from_preset, first_positions, pack_args
 from codjax.envs.pde import dictionary, model, prompts, regression, solver
+from codjax.envs.pde.presets import PRESETS
+from codjax.envs.registry import register
 
 FORMAT_ERROR = "Invalid format: expected exactly one XML action wrapped in <answer>...</answer>. Game over."
 LIST_TAGS = ("dictionary", "candidate_equations", "uncertain_terms")
@@ -46,11 +57,6 @@ MAX_ANSWER_CHARS = 20000
 MAX_CANDIDATES = 8
 MAX_UNCERTAIN = 4
 _MERGED_RE = re.compile(r"merged_t(\d+)_t(\d+)")
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "train": dict(family="train", min_reaction_terms=1, max_reaction_terms=2),
-    "eval": dict(family="eval", min_reaction_terms=1, max_reaction_terms=3),
-}
 
 
 def pde_reward(pred: np.ndarray, true: np.ndarray) -> float:
@@ -140,9 +146,11 @@ class PdeTaskEnv(TaskEnv):
   show_reward_in_update = False
 
   def __init__(self, cfg: model.PdeConfig, hidden: model.Hidden, state: PdePackState, position: int,
-               num_tasks: int, task_seed: int):
+               num_tasks: int, task_seed: int, task_index: int | None = None):
     self._cfg, self._hidden, self._state = cfg, hidden, state
-    self.position = position  # 1-based
+    self.position = position  # 1-based place in the pack (prompts, dataset ids, evidence)
+    # 0-based trajectory this task observes (module docstring); the position's own one unless given
+    self.task_index = position - 1 if task_index is None else task_index
     self._num = num_tasks
     self._seed = int(task_seed) % 2**64
     self.max_turns = cfg.max_steps
@@ -206,7 +214,7 @@ class PdeTaskEnv(TaskEnv):
 
   # ----- actions
   def _dense(self) -> solver.LazyTrajectory:
-    j = self.position - 1
+    j = self.task_index
     if j not in self._state.dense:
       self._state.dense[j] = model.dense_trajectory(self._hidden, j, self._cfg.state_abs_limit)
     return self._state.dense[j]
@@ -230,7 +238,7 @@ class PdeTaskEnv(TaskEnv):
     x, t = np.array(xs), np.array(ts)
     u_clean, y_clean = self._dense().sample(x, t)
     self._sample_counter += 1
-    rng = np.random.default_rng(np.random.SeedSequence([self._seed, self.position, self._sample_counter]))
+    rng = np.random.default_rng(np.random.SeedSequence([self._seed, self.task_index + 1, self._sample_counter]))
     u = u_clean + rng.normal(0.0, self._cfg.noise_level, len(x))
     y = y_clean + rng.normal(0.0, self._cfg.noise_level * 0.25, len(x))
     ds_id = f"ds_t{self.position}_{self._sample_counter}"
@@ -384,25 +392,17 @@ class PdeFamily(EnvFamily):
     self.cfg = cfg
 
   def sample_pack(self, pack_seed: int, num_tasks: int, task_seeds: Sequence[int] | None = None):
-    if not isinstance(num_tasks, int) or num_tasks < 1:
-      raise ValueError(f"num_tasks must be a positive int, got {num_tasks!r}")
-    if task_seeds is not None and len(task_seeds) != num_tasks:
-      raise ValueError(f"got {len(task_seeds)} task seeds for {num_tasks} tasks")
-    hidden = model.sample_hidden(self.cfg, int(pack_seed) % 2**64, num_tasks)
+    pack_seed, seeds = pack_args(pack_seed, num_tasks, task_seeds)
+    hidden = model.sample_hidden(self.cfg, pack_seed % 2**64, num_tasks)
     state = PdePackState()
-    seeds = list(task_seeds) if task_seeds is not None else [derive_seed(pack_seed, i) for i in range(num_tasks)]
-    return [PdeTaskEnv(self.cfg, hidden, state, i + 1, num_tasks, s) for i, s in enumerate(seeds)]
+    return [PdeTaskEnv(self.cfg, hidden, state, i + 1, num_tasks, s, j)
+            for i, (s, j) in enumerate(zip(seeds, first_positions(seeds)))]
 
   def update_protocol_reminder(self) -> str:
     return prompts.PROTOCOL_REMINDER
 
 
+@register("pde_discovery")
 def make_pde_discovery(preset: str = "train", **overrides: Any) -> PdeFamily:
-  """``preset`` in {train, eval}; any ``PdeConfig`` field may be overridden."""
-  if preset not in PRESETS:
-    raise ValueError(f"unknown pde_discovery preset {preset!r}; choose from {sorted(PRESETS)}")
-  fields = {f.name for f in dataclasses.fields(model.PdeConfig)}
-  unknown = set(overrides) - fields
-  if unknown:
-    raise ValueError(f"unknown pde_discovery parameters {sorted(unknown)}; known: {sorted(fields)}")
-  return PdeFamily(model.PdeConfig(**{**PRESETS[preset], **overrides}))
+  """``preset`` in {train, eval} (presets.py); any ``PdeConfig`` field may be overridden."""
+  return PdeFamily(config_from_preset(model.PdeConfig, PRESETS, preset, overrides, env="pde_discovery"))

@@ -13,7 +13,8 @@ With ``env_seed`` the pack seed (mod 2**64):
   (``|c| in {0.5, 2}``, template signs) of every eligible template;
 * shape of trajectory j (``SeedSequence([env_seed, 2, j])``): ``M ~ U{1, 2}`` modes,
   ``m(x) = sum_{k<=M} N(0,1) sin(k pi x)`` scaled to max |m| = 1, shape ``sin(pi x) (m - min m)`` scaled to max
-  1; ``u0 = amplitude * shape`` with zero endpoints. Task k of the pack observes trajectory k.
+  1; ``u0 = amplitude * shape`` with zero endpoints. The task at pack position k (1-based) observes trajectory
+  k - 1, except that a repeated task seed (Ralph packing) keeps its first position's trajectory (env.py).
 """
 
 from __future__ import annotations

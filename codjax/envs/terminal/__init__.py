@@ -1,5 +1,11 @@
-"""TerminalSimulator: an in-memory local/remote shell for file-operation tasks; registers "terminal_simulator"."""
+"""TerminalSimulator (registers "terminal_simulator"): an in-memory local/remote shell for file-operation tasks.
 
-from codjax.envs.terminal.env import TerminalFamily, TerminalTask, make_terminal
+env.py (tasks, family, registration), presets.py (named parameter sets), expert.py (scripted expert and random
+policy), and the environment's own parts: fs.py (in-memory file systems), commands.py (the shell), tasks.py
+(task templates and goal checks).
+"""
 
-__all__ = ["TerminalFamily", "TerminalTask", "make_terminal"]
+from codjax.envs.terminal.env import TerminalConfig, TerminalFamily, TerminalTask, build_config, make_terminal
+from codjax.envs.terminal.presets import PRESETS
+
+__all__ = ["PRESETS", "TerminalConfig", "TerminalFamily", "TerminalTask", "build_config", "make_terminal"]

@@ -7,8 +7,8 @@ with reward 1, otherwise it ends after ``agent_max_steps`` commands with the fin
 length penalty). Observations: ``Step k/N``, the previous command's output (from step 2 on), then the prompt
 of the current machine (``user@localhost:~$``, ``user@MacBook ~ %``, ``C:\\Users\\user>``, or the remote's).
 
-Packs hold independent tasks (no hidden pack structure: what transfers is command knowledge). Preset ``eval``
-(paper Table 2): 12 steps, composite ratio 0.5.
+Packs hold independent tasks (no hidden pack structure: what transfers is command knowledge). Presets are in
+``presets.py``.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from typing import Any, Sequence
 
 from codjax.envs.base import EnvFamily, StepResult, TaskEnv
 from codjax.envs.cod_protocol import extract_answer
-from codjax.envs.frozenlake import check_int, pack_args
+from codjax.envs.helpers import check_int, config_from_preset, pack_args
 from codjax.envs.registry import register
 from codjax.envs.terminal.commands import COMMAND_LIST, Shell
 from codjax.envs.terminal.fs import WINDOWS
+from codjax.envs.terminal.presets import PRESETS
 from codjax.envs.terminal.tasks import TEMPLATES, TerminalTaskSpec, check_goal, generate_task
 
 PARSE_ERROR_OUTPUT = "ERROR: Could not parse command from <answer>...</answer> tags. Episode terminated."
@@ -30,8 +31,6 @@ SUCCESS_FEEDBACK = "Success! Task completed correctly."
 FAIL_FEEDBACK = "Failed: Goal state not achieved."
 MAX_OUTPUT = 3000  # longer command output is cut (keeps observations bounded)
 OS_NAMES = {WINDOWS: "Windows", "mac": "macOS", "linux": "Linux"}
-
-PRESETS: dict[str, dict[str, Any]] = {"eval": dict(agent_max_steps=12, composite_ratio=0.5)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,13 +145,8 @@ class TerminalFamily(EnvFamily):
 
 
 def build_config(preset: str = "eval", **overrides: Any) -> TerminalConfig:
-  if preset not in PRESETS:
-    raise ValueError(f"unknown terminal_simulator preset {preset!r}; known: {sorted(PRESETS)}")
-  fields = {f.name for f in dataclasses.fields(TerminalConfig)}
-  unknown = sorted(set(overrides) - fields)
-  if unknown:
-    raise ValueError(f"unknown terminal_simulator parameters {unknown}; known: {sorted(fields)}")
-  return TerminalConfig(**{**PRESETS[preset], **overrides})
+  """The named preset (presets.py) with field overrides."""
+  return config_from_preset(TerminalConfig, PRESETS, preset, overrides, env="terminal_simulator")
 
 
 @register("terminal_simulator")

@@ -18,7 +18,7 @@ import re
 
 from codjax.envs import cod_protocol as proto
 from codjax.envs.experts import TextPolicy
-from codjax.envs.frozenlake_expert import split_trajectory
+from codjax.envs.helpers import split_trajectory
 from codjax.envs.terminal.commands import COMMAND_LIST
 from codjax.envs.terminal.tasks import EXT
 

@@ -10,8 +10,9 @@ from codjax.envs import cod_protocol as proto
 from codjax.envs import make
 from codjax.envs.experts import make_policy
 from codjax.envs.games import GAMES
-from codjax.envs.games.common import build_config, extract_action, parse_int
+from codjax.envs.games.common import extract_action, parse_int
 from codjax.envs.games.mastermind import MastermindConfig
+from codjax.envs.helpers import config_from_preset
 
 _FAMILIES = {g: make(g) for g in GAMES}
 _UNFAITHFUL = {g: make(g, faithful=False) for g in ("minesweeper", "hangman", "wordle", "blackjack", "mastermind")}
@@ -35,9 +36,9 @@ def test_extract_action():
 
 def test_build_config_errors():
   with pytest.raises(ValueError, match="unknown preset"):
-    build_config(MastermindConfig, {"orbit": {}}, "nope", {})
+    config_from_preset(MastermindConfig, {"orbit": {}}, "nope", {})
   with pytest.raises(ValueError, match="unknown parameter"):
-    build_config(MastermindConfig, {"orbit": {}}, "orbit", {"colour": 3})
+    config_from_preset(MastermindConfig, {"orbit": {}}, "orbit", {"colour": 3})
 
 
 @pytest.mark.parametrize("game,bad", [

@@ -24,7 +24,7 @@ from collections import Counter
 
 from codjax.envs import cod_protocol as proto
 from codjax.envs.experts import TextPolicy
-from codjax.envs.frozenlake_expert import split_trajectory
+from codjax.envs.helpers import split_trajectory
 
 _TARGET_RE = re.compile(r'create the target element "([^"]+)"')
 _TIER_RE = re.compile(r"^- tier (\d+): (.*)$", re.MULTILINE)

@@ -28,9 +28,7 @@ In limited mode a valid attempt consumes its ingredients whether or not it is a 
 The episode ends when the target is held (raw reward 1), at the round limit, or (limited) when fewer than two
 copies remain. Reward: ``max(0, 1 - c * rounds / max_rounds)`` on success (c = 0.1), else 0.
 
-Presets (paper Table 2): ``easy`` (train and easy eval): tiers 3-4, base 3-4, shrink 0.4-0.6, one recipe per
-element, cross-tier 0-0.1, no noise, 8 rounds, unlimited materials. ``hard``: base 4-6, shrink 0.4-0.8, 1-2
-recipes, cross-tier 0-0.05, noise 0-0.3, 15 rounds, limited materials. Both: max_tier_gap 1, noise depth 2.
+Presets (paper Table 2: ``easy``, ``hard``) are in ``presets.py``.
 """
 
 from __future__ import annotations
@@ -41,24 +39,14 @@ import string
 from collections import Counter
 from typing import Any, Sequence
 
+from codjax.envs.alchemy.presets import PRESETS
 from codjax.envs.base import EnvFamily, StepResult, TaskEnv
 from codjax.envs.cod_protocol import extract_answer
-from codjax.envs.frozenlake import check_int, pack_args
+from codjax.envs.helpers import check_int, config_from_preset, first_positions, pack_args
 from codjax.envs.registry import register
 
 PARSE_ERROR_FEEDBACK = ("Invalid format: could not parse combination. Expected format: {your reasoning process "
                         "here}<answer>Element1 + Element2</answer>. Game over.")
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "easy": dict(min_num_tiers=3, max_num_tiers=4, min_base_elements=3, max_base_elements=4, tier_shrink_min=0.4,
-                 tier_shrink_max=0.6, min_recipes_per_element=1, max_recipes_per_element=1, max_tier_gap=1,
-                 min_cross_tier_prob=0.0, max_cross_tier_prob=0.1, min_noise_node_ratio=0.0,
-                 max_noise_node_ratio=0.0, noise_chain_depth=2, max_rounds=8, material_mode="unlimited"),
-    "hard": dict(min_num_tiers=3, max_num_tiers=4, min_base_elements=4, max_base_elements=6, tier_shrink_min=0.4,
-                 tier_shrink_max=0.8, min_recipes_per_element=1, max_recipes_per_element=2, max_tier_gap=1,
-                 min_cross_tier_prob=0.0, max_cross_tier_prob=0.05, min_noise_node_ratio=0.0,
-                 max_noise_node_ratio=0.3, noise_chain_depth=2, max_rounds=15, material_mode="limited"),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -482,8 +470,7 @@ class AlchemyFamily(EnvFamily):
     tasks: list[TaskEnv] = []
     if self.cfg.scope == "per_pack":
       graph, targets = self.pack_graph(pack_seed, num_tasks)
-      for i, s in enumerate(seeds):
-        idx = seeds.index(s)  # a repeated seed (Ralph) repeats its first position's target
+      for s, idx in zip(seeds, first_positions(seeds)):  # a repeated seed (Ralph) repeats its first target
         tasks.append(AlchemyTask(self.cfg, build_instance(graph, targets[idx % len(targets)], s, self.cfg)))
     else:
       for s in seeds:
@@ -493,13 +480,8 @@ class AlchemyFamily(EnvFamily):
 
 
 def build_config(preset: str = "easy", **overrides: Any) -> AlchemyConfig:
-  if preset not in PRESETS:
-    raise ValueError(f"unknown alchemy_random preset {preset!r}; known: {sorted(PRESETS)}")
-  fields = {f.name for f in dataclasses.fields(AlchemyConfig)}
-  unknown = sorted(set(overrides) - fields)
-  if unknown:
-    raise ValueError(f"unknown alchemy_random parameters {unknown}; known: {sorted(fields)}")
-  return AlchemyConfig(**{**PRESETS[preset], **overrides})
+  """The named preset (presets.py) with field overrides."""
+  return config_from_preset(AlchemyConfig, PRESETS, preset, overrides, env="alchemy_random")
 
 
 @register("alchemy_random")

@@ -29,20 +29,15 @@ import re
 from typing import Any, Sequence
 
 from codjax.envs import safe_expr
-from codjax.envs.base import (HINT_SECTION_MARKER, LENGTH_SECTION_MARKER, EnvFamily, StepResult, TaskEnv, Turn,
-                              derive_seed)
+from codjax.envs.base import HINT_SECTION_MARKER, LENGTH_SECTION_MARKER, EnvFamily, StepResult, TaskEnv, Turn
 from codjax.envs.cod_protocol import extract_answer
+from codjax.envs.helpers import config_from_preset, pack_args
+from codjax.envs.optimal_control.presets import PRESETS
 from codjax.envs.registry import register
 
 PARSE_FAILURE_REWARD = -0.1
 VARIABLES = frozenset({"x", "v", "t", "x_target", "v_target", "horizon", "remaining_steps"})
 _EXPR_RE = re.compile(r"^\s*<action_expression>(.*)</action_expression>\s*$", re.DOTALL)
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "easy": dict(horizon=8, x0_max=1.0, v0_max=0.5, target_max=3.0),
-    "medium": dict(horizon=12, x0_max=2.0, v0_max=1.0, target_max=5.0),
-    "hard": dict(horizon=12, x0_max=2.0, v0_max=1.5, target_max=8.0),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,24 +279,14 @@ class ControlFamily(EnvFamily):
     self.cfg = cfg
 
   def sample_pack(self, pack_seed: int, num_tasks: int, task_seeds: Sequence[int] | None = None):
-    if not isinstance(num_tasks, int) or num_tasks < 1:
-      raise ValueError(f"num_tasks must be a positive int, got {num_tasks!r}")
-    if task_seeds is not None and len(task_seeds) != num_tasks:
-      raise ValueError(f"got {len(task_seeds)} task seeds for {num_tasks} tasks")
+    pack_seed, seeds = pack_args(pack_seed, num_tasks, task_seeds)
     dyn = sample_dynamics(pack_seed, self.cfg)
     state = ControlPackState()
-    seeds = list(task_seeds) if task_seeds is not None else [derive_seed(pack_seed, i) for i in range(num_tasks)]
-    return [ControlTaskEnv(self.cfg, dyn, sample_task(s, self.cfg), state, i, num_tasks, int(s))
+    return [ControlTaskEnv(self.cfg, dyn, sample_task(s, self.cfg), state, i, num_tasks, s)
             for i, s in enumerate(seeds)]
 
 
 @register("optimal_control")
 def make_optimal_control(preset: str = "hard", **overrides: Any) -> ControlFamily:
-  """``preset`` in {easy, medium, hard}; any ``ControlConfig`` field may be overridden."""
-  if preset not in PRESETS:
-    raise ValueError(f"unknown optimal_control preset {preset!r}; choose from {sorted(PRESETS)}")
-  fields = {f.name for f in dataclasses.fields(ControlConfig)}
-  unknown = set(overrides) - fields
-  if unknown:
-    raise ValueError(f"unknown optimal_control parameters {sorted(unknown)}; known: {sorted(fields)}")
-  return ControlFamily(ControlConfig(**{**PRESETS[preset], **overrides}))
+  """``preset`` in {easy, medium, hard} (presets.py); any ``ControlConfig`` field may be overridden."""
+  return ControlFamily(config_from_preset(ControlConfig, PRESETS, preset, overrides, env="optimal_control"))

@@ -22,20 +22,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from codjax.envs.base import EnvFamily, StepResult, TaskEnv, Turn, derive_seed
+from codjax.envs.base import EnvFamily, StepResult, TaskEnv, Turn
 from codjax.envs.cod_protocol import extract_answer
+from codjax.envs.grid_navigation.presets import PRESETS
+from codjax.envs.helpers import config_from_preset, pack_args
 from codjax.envs.registry import register
 
 _MOVE_RE = re.compile(r"\s*(-?\d+)\s*,\s*(-?\d+)\s*")
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "27b_train": dict(grid_min=8, grid_max=12, num_bumps=4, min_scale=0.15, max_scale=0.45, min_rounds=3,
-                      max_rounds=5, reveal_radius=1),
-    "8b": dict(grid_min=8, grid_max=12, num_bumps=4, min_scale=0.10, max_scale=0.35, min_rounds=4,
-               max_rounds=6, reveal_radius=2),
-    "eval": dict(grid_min=10, grid_max=14, num_bumps=5, min_scale=0.15, max_scale=0.45, min_rounds=3,
-                 max_rounds=5, reveal_radius=1),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,25 +254,15 @@ class GridFamily(EnvFamily):
     self.cfg = cfg
 
   def sample_pack(self, pack_seed: int, num_tasks: int, task_seeds: Sequence[int] | None = None):
-    if not isinstance(num_tasks, int) or num_tasks < 1:
-      raise ValueError(f"num_tasks must be a positive int, got {num_tasks!r}")
-    if task_seeds is not None and len(task_seeds) != num_tasks:
-      raise ValueError(f"got {len(task_seeds)} task seeds for {num_tasks} tasks")
+    pack_seed, seeds = pack_args(pack_seed, num_tasks, task_seeds)
     costs = cost_field(pack_seed, self.cfg)
     n = costs.shape[0]
     state = GridPackState(n)
-    seeds = list(task_seeds) if task_seeds is not None else [derive_seed(pack_seed, i) for i in range(num_tasks)]
     return [GridTaskEnv(self.cfg, costs, sample_task(s, n, self.cfg), state, i, num_tasks)
             for i, s in enumerate(seeds)]
 
 
 @register("grid_navigation")
 def make_grid_navigation(preset: str = "27b_train", **overrides: Any) -> GridFamily:
-  """``preset`` in {8b, 27b_train, eval}; any ``GridConfig`` field may be overridden."""
-  if preset not in PRESETS:
-    raise ValueError(f"unknown grid_navigation preset {preset!r}; choose from {sorted(PRESETS)}")
-  fields = {f.name for f in dataclasses.fields(GridConfig)}
-  unknown = set(overrides) - fields
-  if unknown:
-    raise ValueError(f"unknown grid_navigation parameters {sorted(unknown)}; known: {sorted(fields)}")
-  return GridFamily(GridConfig(**{**PRESETS[preset], **overrides}))
+  """``preset`` in {8b, 27b_train, eval} (presets.py); any ``GridConfig`` field may be overridden."""
+  return GridFamily(config_from_preset(GridConfig, PRESETS, preset, overrides, env="grid_navigation"))

@@ -42,7 +42,8 @@ from typing import Sequence
 
 from codjax.envs import cod_protocol as proto
 from codjax.envs.experts import TextPolicy
-from codjax.envs.frozenlake import ALL_PERMUTATIONS, DELTAS
+from codjax.envs.frozenlake.env import ALL_PERMUTATIONS, DELTAS
+from codjax.envs.helpers import split_trajectory
 
 _FULL_MASK = (1 << len(ALL_PERMUTATIONS)) - 1
 _DIRS = ("Up", "Down", "Left", "Right")
@@ -352,16 +353,6 @@ def _solve_context(messages: list[dict]) -> tuple[str, list[tuple[list[str], lis
     elif role == "assistant" and episodes:
       episodes[-1][1].append(text)
   return system, episodes
-
-
-def split_trajectory(trajectory: str) -> tuple[list[str], list[str]]:
-  """Observations and actions of a rendered trajectory (``Step k:\\nObservation: ...\\nAction: ...``)."""
-  obs, acts = [], []
-  for block in re.split(r"(?:^|\n\n)Step \d+:\n", trajectory)[1:]:
-    o, _, a = block.partition("\nAction: ")
-    obs.append(o[len("Observation: "):] if o.startswith("Observation: ") else o)
-    acts.append(a)
-  return obs, acts
 
 
 class FrozenLakeExpert(TextPolicy):

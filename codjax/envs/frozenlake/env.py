@@ -19,18 +19,7 @@ Mapping modes: ``per_pack`` (default) uses ``random.Random(pack_seed).shuffle(["
 ``global`` uses one mapping for everything (``mapping_index`` into the 24 permutations in
 ``itertools.permutations`` order, or the default 1=Down 2=Right 3=Up 4=Left).
 
-Presets (``make("frozenlake_obscure", preset=..., **overrides)``):
-
-* ``train`` (paper Table 2, easy): side 4-5, p in [0.6, 0.7], env_max_steps 6, budget 8.
-* ``hard`` (OOD eval): side 6-7, p in [0.6, 0.7], env_max_steps 8, budget 10.
-* ``tiny`` (CPU demo for a ~1-2M-parameter model trained from scratch; tiny_demo_notes.md): side 3-4, p in
-  [0.8, 0.9] (few holes), env_max_steps 4, and a per-task budget of ``shortest path + budget_slack`` (slack 1):
-  with a known mapping the task is a short walk, while probing an unknown direction at position 0 usually costs
-  the episode. Text is compact (``text_style="compact"``: a short system prompt, the map shown once in the
-  first observation as space-separated cells with the player's and the goal's cells, later turns only
-  ``D2: moved down to (1,0)`` and the goal again) and the move
-  feedback is relative (``feedback_style="relative"``), which also prefixes the final feedback with the last
-  move, so the update episode sees every transition. Same information, far fewer tokens.
+Presets (``train``, ``hard``, ``tiny``) are in ``presets.py``; ``make("frozenlake_obscure", preset=..., **overrides)``.
 
 Text options: ``feedback_style="coordinates"`` (reference wording, from/to coordinates) or ``"relative"`` (the
 direction actually moved, or blocked); ``text_style="full"`` (reference layout: map re-rendered every turn with
@@ -49,8 +38,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from codjax.envs.base import EnvFamily, StepResult, TaskEnv, derive_seed
+from codjax.envs.base import EnvFamily, StepResult, TaskEnv
 from codjax.envs.cod_protocol import extract_answer
+from codjax.envs.frozenlake.presets import PRESETS
+from codjax.envs.helpers import check_int, config_from_preset, pack_args
 from codjax.envs.registry import register
 
 DIRECTIONS = ("Down", "Right", "Up", "Left")  # the reference's shuffle order
@@ -65,13 +56,6 @@ PARSE_ERROR_FEEDBACK = ("Invalid format: could not parse action. Expected format
 _ACTION_RE = re.compile(r"[Dd]irection\s+(\d+)")
 _HINT_PAIR_RE = re.compile(r"\b([1-4])\s*=\s*(up|down|left|right)\b", re.IGNORECASE)
 _HINT_SLOT_RE = re.compile(r"\b(up|down|left|right)\s*=\s*([1-4])\b", re.IGNORECASE)
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "train": dict(min_size=4, max_size=5, min_p=0.6, max_p=0.7, env_max_steps=6, agent_max_steps=8),
-    "hard": dict(min_size=6, max_size=7, min_p=0.6, max_p=0.7, env_max_steps=8, agent_max_steps=10),
-    "tiny": dict(min_size=3, max_size=4, min_p=0.8, max_p=0.9, env_max_steps=4, agent_max_steps=None,
-                 budget_slack=1, feedback_style="relative", text_style="compact"),
-}
 
 _SYSTEM_FULL = """\
 You are playing FrozenLake-Obscure. Walk from your position (P) to the goal (G) on a grid without falling into a hole.
@@ -172,12 +156,6 @@ class FrozenLakeConfig:
     c = self.length_penalty_coef
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.0 <= c <= 1.0:
       raise ValueError(f"length_penalty_coef must be a number in [0, 1], got {c!r}")
-
-
-def check_int(name: str, value: Any, minimum: int) -> None:
-  """Raises ValueError unless ``value`` is an int (not a bool) >= ``minimum`` (shared by the envs here)."""
-  if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-    raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 # --------------------------------------------------------------------------------------------- maps
@@ -441,39 +419,15 @@ class FrozenLakeFamily(EnvFamily):
     return [FrozenLakeTask(self.cfg, task_instance(self.cfg, s, self.mapping_for(pack_seed, s))) for s in seeds]
 
 
-def _seed(value: Any, what: str) -> int:
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-    raise ValueError(f"{what} must be a non-negative integer, got {value!r}")
-  return int(value)
-
-
-def pack_args(pack_seed: Any, num_tasks: Any, task_seeds: Sequence[int] | None) -> tuple[int, list[int]]:
-  """Validated ``sample_pack`` arguments as plain ints: the pack seed and the task seeds (derived from the pack
-  seed when none are given). Shared by the environments of this package."""
-  pack_seed = _seed(pack_seed, "pack_seed")
-  check_int("num_tasks", num_tasks, 1)
-  if task_seeds is None:
-    return pack_seed, [derive_seed(pack_seed, i) for i in range(num_tasks)]
-  seeds = [_seed(s, "task seeds") for s in task_seeds]
-  if len(seeds) != num_tasks:
-    raise ValueError(f"got {len(seeds)} task_seeds for num_tasks={num_tasks}")
-  return pack_seed, seeds
-
-
 def build_config(preset: str = "train", **overrides: Any) -> FrozenLakeConfig:
-  if preset not in PRESETS:
-    raise ValueError(f"unknown frozenlake_obscure preset {preset!r}; known: {sorted(PRESETS)}")
-  fields = {f.name for f in dataclasses.fields(FrozenLakeConfig)}
-  unknown = sorted(set(overrides) - fields)
-  if unknown:
-    raise ValueError(f"unknown frozenlake_obscure parameters {unknown}; known: {sorted(fields)}")
-  params = dict(PRESETS[preset])
-  params.update(overrides)
+  """The named preset (presets.py) with field overrides. Overriding one of ``agent_max_steps`` (fixed budget)
+  and ``budget_slack`` (shortest path + slack) clears the other."""
+  overrides = dict(overrides)
   if "agent_max_steps" in overrides and "budget_slack" not in overrides:
-    params["budget_slack"] = None
+    overrides["budget_slack"] = None
   if "budget_slack" in overrides and "agent_max_steps" not in overrides:
-    params["agent_max_steps"] = None
-  return FrozenLakeConfig(**params)
+    overrides["agent_max_steps"] = None
+  return config_from_preset(FrozenLakeConfig, PRESETS, preset, overrides, env="frozenlake_obscure")
 
 
 @register("frozenlake_obscure")

@@ -1,0 +1,21 @@
+"""Benchmark: TerminalSimulator in the Ralph loop (paper Sec. 3.3, Figures 4 and 5: cross-domain evaluation
+"in both CoD-Deploy and Ralph-loop settings"). ``eval_terminal.py`` with ``eval.packing = "ralph_sample"``:
+each of the 500 packs solves its first test task 8 times, with context updates in between (cod_reference.md
+sec. 1.1 ``packing_strategy``); everything else is the CoD benchmark's (500 packs of 8, agent action budget
+12, composite ratio 0.5, Table 1's evaluation limits, temperature 1.0).
+
+  python launch/evaluate.py --config=experiments/eval_terminal_ralph.py --config.model.path=CKPT --out=DIR
+"""
+
+import os
+
+from codjax.train.config import load_experiment
+
+
+def get_config():
+  here = os.path.dirname(os.path.abspath(__file__))
+  c = load_experiment(os.path.join(here, "eval_terminal.py")).get_config()
+  c.name = "eval_terminal_ralph"
+  c.run_dir = f"runs/{c.name}"
+  c.eval.packing = "ralph_sample"  # cod_reference 1.1: the pack's first task S times
+  return c
