@@ -42,6 +42,8 @@ from codjax.rl.logprobs import shifted_token_logprobs
 from codjax.rollout.base import SamplingParams
 from codjax.rollout.jax_engine import JaxEngine
 
+pytestmark = pytest.mark.slow  # engine episodes on the tiny checkpoint (~60 s)
+
 MAX_SEQ = 512
 ATOL = 1e-4
 SCORE_SHAPE = (8, MAX_SEQ)  # the trainer forward runs on one fixed shape (one compilation per temperature)

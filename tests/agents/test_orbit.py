@@ -248,6 +248,7 @@ def test_frozenlake_obscure_under_the_protocol(extra):
 # ------------------------------------------------------------------------------------------------ tokens
 
 
+@pytest.mark.slow  # the tiny checkpoint on the JAX engine (~18 s)
 def test_engine_token_record_of_a_multi_episode_conversation(tiny_ckpt):
   import jax.numpy as jnp
 

@@ -14,6 +14,10 @@ from codjax.eval.cod_eval import summarize
 from codjax.train.config import load_experiment
 from codjax.train.data import env_specs, eval_packs
 
+import pytest
+
+pytestmark = pytest.mark.slow  # launcher subprocesses (~75 s)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CONFIG = os.path.join(ROOT, "experiments", "tiny_cod_frozenlake.py")
 

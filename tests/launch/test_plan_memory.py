@@ -15,6 +15,8 @@ from codjax.rl.train_step import REQUIRED_FIELDS, OptimizerConfig, StepConfig, T
 from codjax.train.config import base_config, load_experiment, validate
 from codjax.train.memory_plan import activation_bytes, format_plan, mesh_sizes, plan, resolve_architecture
 
+pytestmark = pytest.mark.slow  # compiles train steps to compare with XLA's buffers (~40 s)
+
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 SETTING_A = os.path.join(ROOT, "experiments", "cod_frozenlake_qwen3_8b.py")
 

@@ -8,6 +8,8 @@ import pytest
 from codjax.models import init_model, preset
 from codjax.models.qwen3 import blockwise_causal_attention
 
+pytestmark = pytest.mark.slow  # value and gradient checks of whole models (~80 s)
+
 
 def _qkv(b=2, t=300, n=4, k=2, h=32, seed=0):
   r = jax.random.split(jax.random.key(seed), 3)

@@ -6,6 +6,10 @@ import numpy as np
 
 from codjax.models import init_model, preset
 
+import pytest
+
+pytestmark = pytest.mark.slow  # cached decode against the full forward (~6 s)
+
 
 def test_cached_decode_matches_full_forward():
   model = init_model(preset("tiny", num_key_value_heads=2, tie_word_embeddings=False), seed=1)

@@ -9,6 +9,8 @@ from transformers import Qwen3ForCausalLM
 
 from codjax.models import from_pretrained
 
+pytestmark = pytest.mark.slow  # numerics against transformers (~20 s)
+
 CASES = {
     # name: (heads, kv_heads, head_dim, hidden, tied, rope_theta)
     "mha_tied": (4, 4, 32, 128, True, 10_000.0),

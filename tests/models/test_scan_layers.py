@@ -8,6 +8,8 @@ from flax import nnx
 
 from codjax.models import init_model, preset
 
+pytestmark = pytest.mark.slow  # gradients of whole models, both layer loops (~35 s)
+
 
 def _loss_and_grads(model, ids, pos=None, seg=None):
   gdef, params = nnx.split(model)

@@ -11,6 +11,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from codjax.models import preset
 from codjax.models.tokenizer import ChatDeltaRenderer, encode_chat, load_tokenizer
 
+pytestmark = pytest.mark.slow  # tokenizer training and launcher subprocesses (~25 s)
+
 
 def test_presets_official_numbers():
   p8 = preset("qwen3-8b")

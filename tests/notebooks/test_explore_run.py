@@ -33,6 +33,8 @@ from codjax.eval.plots import (NOT_EVALUATIONS, eval_positions, format_rl_effect
 from codjax.train.metrics import MetricWriter, read_jsonl  # noqa: E402
 from codjax.train.workflows import cod_rollout_metrics  # noqa: E402
 
+pytestmark = pytest.mark.slow  # runs launch/train.py and executes the notebook (~55 s)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ENV = "frozenlake_obscure"
 NOTEBOOK = os.path.join(os.path.dirname(__file__), "..", "..", "notebooks", "explore_run.ipynb")

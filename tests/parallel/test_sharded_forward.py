@@ -5,11 +5,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import PartitionSpec as P
 
 from codjax.models import from_pretrained, init_model, preset, save_pretrained
 from codjax.models.qwen3 import PARAM_LOGICAL_AXES
 from codjax.parallel import activation_sharding, make_mesh, shard_model
+
+pytestmark = pytest.mark.slow  # sharded forward on 8 fake devices (~10 s)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,8 @@ from scipy import optimize
 
 from codjax.rl import bandit
 
+pytestmark = pytest.mark.slow  # bandit training and its launcher (~15 s)
+
 LAM = 1e-4
 RHOS = np.round(np.linspace(0.0, 1.0, 11), 1)
 REPO = pathlib.Path(__file__).resolve().parents[2]

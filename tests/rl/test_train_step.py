@@ -14,6 +14,8 @@ from codjax.rl.losses import LossConfig
 from codjax.rl.train_step import (OptimizerConfig, StepConfig, init_train_state, make_optimizer,
                                   make_train_step)
 
+pytestmark = pytest.mark.slow  # jitted train steps, sharded on 8 fake devices (~110 s)
+
 CFG = preset("tiny", vocab_size=256, hidden_size=64, intermediate_size=128, num_attention_heads=2,
              num_key_value_heads=1, head_dim=32, tie_word_embeddings=False)
 

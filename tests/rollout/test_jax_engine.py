@@ -19,6 +19,8 @@ from codjax.rl.logprobs import shifted_token_logprobs
 from codjax.rollout import SamplingParams
 from codjax.rollout.jax_engine import JaxEngine
 
+pytestmark = pytest.mark.slow  # engine compiles per shape (~140 s on 2 cores)
+
 
 @pytest.fixture(scope="module")
 def model(peaked_ckpt):

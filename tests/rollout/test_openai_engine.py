@@ -325,6 +325,7 @@ def _trainer_logprobs(model, prompt, token_ids, temperature):
   return logp[len(prompt):len(prompt) + len(token_ids)]
 
 
+@pytest.mark.slow  # starts a vLLM server (~70 s)
 def test_chat_batch_against_vllm_server(vllm_server, peaked_ckpt, model):
   tok = load_tokenizer(peaked_ckpt)
   convs = [
@@ -346,6 +347,7 @@ def test_chat_batch_against_vllm_server(vllm_server, peaked_ckpt, model):
                                rtol=0)
 
 
+@pytest.mark.slow
 def test_generate_token_ids_against_vllm_server(vllm_server, peaked_ckpt, model):
   rng = np.random.default_rng(3)
   prompts = [rng.integers(3, 500, size=n).tolist() for n in (6, 13)]
@@ -364,6 +366,7 @@ def test_generate_token_ids_against_vllm_server(vllm_server, peaked_ckpt, model)
   assert stopped.token_ids == greedy.token_ids[:k + 1] and stopped.finish_reason == "stop"
 
 
+@pytest.mark.slow
 def test_openai_backend_against_vllm_server(vllm_server, peaked_ckpt):
   eps = [Episode(kind="solve", position=i, messages=[{"role": "system", "content": "Answer briefly."},
                                                      {"role": "user", "content": f"task {i}"}]) for i in range(3)]

@@ -6,6 +6,10 @@ import numpy as np
 
 from codjax.rollout.sampling import NEG_INF, process_logits, sample_tokens
 
+import pytest
+
+pytestmark = pytest.mark.slow  # large sampling statistics (~15 s)
+
 
 def test_top_p_keeps_the_smallest_prefix_reaching_the_mass():
   probs = np.array([[0.5, 0.3, 0.15, 0.05], [0.05, 0.15, 0.3, 0.5]], np.float32)

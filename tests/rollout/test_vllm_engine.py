@@ -20,6 +20,8 @@ from codjax.rl.logprobs import shifted_token_logprobs
 from codjax.rollout.base import SamplingParams
 from codjax.rollout.vllm_engine import CUDA_LINKED_EXTRAS, VllmEngine, _to_torch, vllm_import_error
 
+pytestmark = pytest.mark.slow  # starts vLLM engines (~50 s)
+
 ATOL = 1e-4
 MAX_LEN = 256
 PAD_ROWS, PAD_LEN = 4, 64
@@ -185,6 +187,33 @@ def test_update_weights_follows_new_params_and_restores(engine, model, prompts, 
   finally:
     engine.weight_sync = "iterator"
     engine.update_weights(model)
+
+
+@pytest.fixture(scope="module")
+def tied_engine(tiny_ckpt):
+  eng = VllmEngine(tiny_ckpt, max_model_len=MAX_LEN, dtype="float32", seed=0)
+  yield eng
+  eng.close()
+
+
+@pytest.mark.parametrize("sync", ["iterator", "disk"])
+def test_update_weights_of_a_tied_model_moves_the_output_head(tied_engine, tiny_ckpt, prompts, sync):
+  """With tied embeddings the output head is the embedding: a sync that changes the embedding must change
+  the head too (vLLM's in-place reload does not re-tie it by itself)."""
+  base = from_pretrained(tiny_ckpt, dtype="float32")
+  assert base.cfg.tie_word_embeddings
+  tied_engine.weight_sync = sync
+  params = SamplingParams(temperature=1.0, max_tokens=16, seed=3)
+  try:
+    new_model = perturbed(base, scale=2.0, seed=7)  # large: the near-uniform tiny model must move visibly
+    tied_engine.update_weights(new_model)
+    after = tied_engine.generate(prompts, params)
+    assert_logprobs_close(after, trainer_logprobs(new_model, prompts, after, 1.0))
+    old = trainer_logprobs(base, prompts, after, 1.0)
+    assert max(np.abs(np.asarray(a.logprobs) - o).max() for a, o in zip(after, old)) > 0.1
+  finally:
+    tied_engine.weight_sync = "iterator"
+    tied_engine.update_weights(base)
 
 
 def test_update_weights_rejects_another_architecture(engine, model):

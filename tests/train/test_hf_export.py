@@ -29,6 +29,8 @@ from codjax.models import from_pretrained, init_model, save_pretrained
 from codjax.models.tokenizer import load_tokenizer
 from codjax.train.loop import Trainer
 
+pytestmark = pytest.mark.slow  # a trainer step and a transformers forward (~25 s)
+
 LAYERS = 2
 
 

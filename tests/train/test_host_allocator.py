@@ -11,6 +11,8 @@ import pytest
 
 from codjax.train import host_allocator
 
+pytestmark = pytest.mark.slow  # subprocesses that time page faults (~10 s)
+
 # A jitted call that materializes a 128 MiB [4096, 8192] float32 array (a dot operand) per call: above glibc's
 # 64 MiB thread-arena limit, so by default it is mmap'ed anew (32k fresh pages) on every call.
 _PROBE = textwrap.dedent("""

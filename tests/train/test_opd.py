@@ -14,6 +14,10 @@ from codjax.train.loop import Trainer
 from codjax.train.metrics import read_jsonl
 from codjax.train.teachers import TeacherPool, attach_teacher_logprobs
 
+import pytest
+
+pytestmark = pytest.mark.slow  # teacher runs (~40 s)
+
 
 def _teacher(student_dir, out):
   """A teacher with the student's tokenizer and different weights."""

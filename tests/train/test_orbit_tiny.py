@@ -17,6 +17,8 @@ from codjax.envs.experts import make_policy
 from codjax.train.config import load_experiment, validate
 from codjax.train.workflows import get_workflow
 
+pytestmark = pytest.mark.slow  # tiny ORBIT training runs (~25 s)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN_GAMES = {"rps", "minesweeper", "hangman", "wordle", "blackjack"}
 

@@ -11,6 +11,8 @@ from codjax.train.checkpoint import CheckpointError, Checkpointer
 from codjax.train.loop import Trainer
 from codjax.train.metrics import read_jsonl
 
+pytestmark = pytest.mark.slow  # tiny end-to-end training runs (~120 s)
+
 TIMING = ("time", "time/", "tok_per_s", "rollout_gen_tok_per_s")
 
 
