@@ -10,13 +10,8 @@ Everything else (500 packs of 8, Table 1's evaluation limits, temperature 1.0) i
 
 import os
 
-from codjax.train.config import load_experiment
+from codjax.train.paper_configs import ralph_eval_config
 
 
 def get_config():
-  here = os.path.dirname(os.path.abspath(__file__))
-  c = load_experiment(os.path.join(here, "eval_alchemy_easy.py")).get_config()
-  c.name = "eval_alchemy_easy_ralph"
-  c.run_dir = f"runs/{c.name}"
-  c.eval.packing = "ralph_sample"  # cod_reference 1.1: the pack's first task S times, same task index
-  return c
+  return ralph_eval_config(os.path.join(os.path.dirname(os.path.abspath(__file__)), "eval_alchemy_easy.py"))

@@ -9,13 +9,8 @@ sec. 1.1 ``packing_strategy``); everything else is the CoD benchmark's (500 pack
 
 import os
 
-from codjax.train.config import load_experiment
+from codjax.train.paper_configs import ralph_eval_config
 
 
 def get_config():
-  here = os.path.dirname(os.path.abspath(__file__))
-  c = load_experiment(os.path.join(here, "eval_terminal.py")).get_config()
-  c.name = "eval_terminal_ralph"
-  c.run_dir = f"runs/{c.name}"
-  c.eval.packing = "ralph_sample"  # cod_reference 1.1: the pack's first task S times
-  return c
+  return ralph_eval_config(os.path.join(os.path.dirname(os.path.abspath(__file__)), "eval_terminal.py"))

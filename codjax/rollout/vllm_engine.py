@@ -103,7 +103,7 @@ def _write_tied_head(model, directory: str) -> None:
 
   from safetensors.numpy import save_file
 
-  embed = dict(hf_tensors(model))["model.embed_tokens.weight"]
+  embed = next(w for name, w in hf_tensors(model) if name == "model.embed_tokens.weight")  # stops there
   save_file({"lm_head.weight": np.ascontiguousarray(embed)}, os.path.join(directory, "lm_head.safetensors"),
             metadata={"format": "pt"})
   index = os.path.join(directory, "model.safetensors.index.json")

@@ -34,9 +34,11 @@ checkpoint exists (the checkpoint's own config.json wins when it does).
 
 from __future__ import annotations
 
+import os
+
 import ml_collections
 
-from codjax.train.config import base_config
+from codjax.train.config import base_config, load_experiment
 
 QWEN3_8B_PATH = "checkpoints/Qwen3-8B"  # placeholder: --config.model.path=<HF dir of Qwen/Qwen3-8B>
 QWEN36_27B_PATH = "checkpoints/Qwen3.6-27B"  # placeholder; not a codjax preset (see paper_27b_base)
@@ -188,4 +190,15 @@ def paper_27b_base(name: str, envs: dict, *, prompt_tokens: int, response_tokens
   c.eval.pack_size = 8  # cod_reference 4.1: pack 8 at evaluation
   c.checkpoint.max_to_keep = 2
   c.checkpoint.export_hf = True  # every saved step is benchmarked (cod_reference 4.2)
+  return c
+
+
+def ralph_eval_config(benchmark_file: str) -> ml_collections.ConfigDict:
+  """A CoD benchmark config (``experiments/eval_<x>.py``) evaluated in the Ralph loop: ``eval.packing =
+  "ralph_sample"``, each pack's first test task S times with context updates in between (cod_reference.md
+  sec. 1.1; paper Sec. 3.3, Figs. 4-5); everything else is the benchmark's. Named ``<benchmark>_ralph``."""
+  c = load_experiment(benchmark_file).get_config()
+  c.name = f"{os.path.splitext(os.path.basename(benchmark_file))[0]}_ralph"
+  c.run_dir = f"runs/{c.name}"
+  c.eval.packing = "ralph_sample"
   return c

@@ -4,11 +4,9 @@ engine the same first prompt, rendered with the config's chat-template arguments
 models get the same template arguments; ``eval.packing`` selects the Ralph loop."""
 
 import http.server
-import importlib.util
 import json
 import os
 import shutil
-import sys
 import threading
 
 import jax
@@ -94,16 +92,6 @@ GEN_PROMPT = "<|im_start|>assistant\n"
 NO_THINK = "<think>\n\n</think>\n\n"
 
 
-def _launcher():
-  """launch/evaluate.py as a module (imported once: it defines absl flags)."""
-  name = "codjax_launch_evaluate"
-  if name not in sys.modules:
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "launch", "evaluate.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-  return sys.modules[name]
-
 
 @pytest.fixture(scope="module")
 def qwen3_ckpt(tiny_ckpt, tmp_path_factory):
@@ -187,13 +175,13 @@ def _first_prompt_via_trainer(cfg, monkeypatch):
   return record
 
 
-def _first_prompt_via_launcher(cfg, monkeypatch):
+def _first_prompt_via_launcher(cfg, monkeypatch, launcher):
   import codjax.train.engines as engines
 
   record = {}
   monkeypatch.setattr(engines, "build_engine", _recording_build_engine(engines.build_engine, record))
   with pytest.raises(_FirstGenerate):
-    _launcher().evaluate(cfg, _launcher().Options(engine="jax"))
+    launcher.evaluate(cfg, launcher.Options(engine="jax"))
   return record
 
 
@@ -206,10 +194,11 @@ def _first_observation(cfg):
 
 
 @pytest.mark.parametrize("thinking", [False, True])
-def test_first_eval_prompt_is_identical_through_trainer_and_launcher(tmp_path, qwen3_ckpt, monkeypatch, thinking):
+def test_first_eval_prompt_is_identical_through_trainer_and_launcher(tmp_path, qwen3_ckpt, monkeypatch, thinking,
+                                                                      evaluate_launcher):
   cfg = eval_config(tmp_path / "run", qwen3_ckpt, **{"model.enable_thinking": thinking})
   via_trainer = _first_prompt_via_trainer(cfg, monkeypatch)
-  via_launcher = _first_prompt_via_launcher(cfg, monkeypatch)
+  via_launcher = _first_prompt_via_launcher(cfg, monkeypatch, evaluate_launcher)
   first_t, first_l = via_trainer["prompts"][0], via_launcher["prompts"][0]
   assert first_t == first_l  # token for token
   assert len(via_trainer["prompts"]) == len(via_launcher["prompts"]) == cfg.eval.num_packs
@@ -227,9 +216,9 @@ def test_first_eval_prompt_is_identical_through_trainer_and_launcher(tmp_path, q
     assert str(record["model"].cfg.dtype) == "bfloat16"
 
 
-def test_text_policies_render_with_the_template_arguments(tmp_path, qwen3_ckpt):
+def test_text_policies_render_with_the_template_arguments(tmp_path, qwen3_ckpt, evaluate_launcher):
   """--engine=expert with a tokenizer: token counts come from the same rendering as the engine's prompts."""
-  launcher = _launcher()
+  launcher = evaluate_launcher
   cfg = eval_config(tmp_path, qwen3_ckpt)
   policies = launcher._TextPolicies(cfg, launcher.Options(engine="expert", tokenizer=qwen3_ckpt))
   spec = eval_specs(cfg)[0]
@@ -274,8 +263,8 @@ class _ChatStub:
 
 
 @pytest.mark.parametrize("send", [True, False])
-def test_served_models_get_the_template_arguments(tmp_path, send):
-  launcher = _launcher()
+def test_served_models_get_the_template_arguments(tmp_path, send, evaluate_launcher):
+  launcher = evaluate_launcher
   cfg = eval_config(tmp_path, "", **{"model.dtype": "float32", "model.param_dtype": "", "eval.num_packs": 1})
   stub = _ChatStub()
   try:

@@ -9,7 +9,6 @@ FrozenLake-Obscure policies roll out CoD packs (``run_text_packs``), training me
 ``cod_eval.summarize`` under ``{"step", "results"}``.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -170,16 +169,6 @@ def test_plot_functions_draw_every_position(run_dir):
 TRAINED_STEPS = 1
 
 
-def _launcher():
-  """launch/evaluate.py as a module (imported once: it defines absl flags)."""
-  name = "codjax_launch_evaluate"
-  if name not in sys.modules:
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "launch", "evaluate.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-  return sys.modules[name]
-
 
 MAIN_JOB = os.path.join(ROOT, "experiments", "tiny_cod_frozenlake.py")
 
@@ -197,7 +186,7 @@ def _main_job_overrides(run_dir: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
+def trained_run(tmp_path_factory, evaluate_launcher):
   """A run directory written by ``launch/train.py`` on the main job's config (as the README runs it, one CPU
   device), and a launch/evaluate.py file of the same config's evaluation packs with the scripted expert."""
   from codjax.train.config import load_experiment, override
@@ -212,7 +201,7 @@ def trained_run(tmp_path_factory):
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "[RL effect] frozenlake" in proc.stdout
   cfg = override(load_experiment(MAIN_JOB).get_config(), over)
-  launcher = _launcher()
+  launcher = evaluate_launcher
   results, meta = launcher.evaluate(cfg, launcher.Options(engine="expert"))
   eval_file = launcher.write_eval(str(tmp_path_factory.mktemp("standalone")), results, meta)
   return run_dir, eval_file
