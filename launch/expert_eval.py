@@ -31,6 +31,7 @@ from codjax.agents.cod import run_text_packs
 from codjax.envs import derive_seed, make
 from codjax.envs.experts import make_policy
 from codjax.eval.stats import mean_se
+from codjax.train.metrics import Progress
 
 _ENV = flags.DEFINE_string("env", None, "Registered environment name.", required=True)
 _PRESET = flags.DEFINE_string("preset", None, "Environment preset (omit to use the environment's default).")
@@ -77,8 +78,13 @@ def main(argv):
   policy = make_policy(_ENV.value, _POLICY.value)
   pack_seeds, task_seeds = pack_plan(_PACKS.value, _PACK_SIZE.value, _SEED.value, _SEEDS_FILE.value, _SPLIT.value)
   t0 = time.perf_counter()
-  trajs = run_text_packs(policy, family, pack_seeds, _PACK_SIZE.value, env_name=_ENV.value,
-                         use_hints=not _NO_HINTS.value, seed=_SEED.value, task_seeds=task_seeds)
+  bar = Progress(len(pack_seeds), desc=f"{_ENV.value} {_POLICY.value}", unit="pack")
+  try:
+    trajs = run_text_packs(policy, family, pack_seeds, _PACK_SIZE.value, env_name=_ENV.value,
+                           use_hints=not _NO_HINTS.value, seed=_SEED.value, task_seeds=task_seeds,
+                           on_done=lambda j, t: bar.update({}))
+  finally:
+    bar.close()
   wall = time.perf_counter() - t0
   rewards = np.stack([t.task_rewards for t in trajs])
   fmt_err = np.array([[e.format_error for e in t.solve_episodes] for t in trajs], np.float64).mean(axis=0)

@@ -42,6 +42,7 @@ from codjax.envs.games import GAMES
 from codjax.envs.games.mastermind import MastermindInstance, MastermindTask
 from codjax.envs.games.oracles.mastermind import all_codes
 from codjax.eval import orbit_metrics
+from codjax.train.metrics import Progress
 
 _GAMES = flags.DEFINE_list("games", list(GAMES), "Games to evaluate.")
 _INSTANCES = flags.DEFINE_integer("instances", 256, "Task instances (trajectories) per game.")
@@ -102,8 +103,12 @@ def evaluate_game(game: str, policy_kind: str, params: dict, policy_params: dict
   """``orbit_metrics.summarize`` of the scripted player's trajectories, with ``n`` and ``seconds``."""
   start = time.time()
   policy = make_policy(game, policy_kind, **policy_params)
-  trajs = run_orbit(PolicyBackend(policy, seed), packs(game, params, instances, episodes, seed, every_code), 1,
-                    SETTINGS)
+  instances_ = packs(game, params, instances, episodes, seed, every_code)
+  bar = Progress(len(instances_), desc=f"{game} {policy_kind}", unit="instance")
+  try:
+    trajs = run_orbit(PolicyBackend(policy, seed), instances_, 1, SETTINGS, on_done=lambda j, t: bar.update({}))
+  finally:
+    bar.close()
   s = orbit_metrics.success_matrix([t.successes for t in trajs], episodes)
   summary = orbit_metrics.summarize(s, [t.states() for t in trajs])
   summary["n"] = len(trajs)

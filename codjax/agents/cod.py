@@ -21,7 +21,8 @@ from typing import Sequence
 
 import numpy as np
 
-from codjax.agents.episode import Backend, EnvEpisodeDriver, Episode, PolicyBackend, Workflow, run_repeats
+from codjax.agents.episode import (Backend, EnvEpisodeDriver, Episode, PolicyBackend, Workflow, episode_from_record,
+                                   episode_record, run_repeats)
 from codjax.envs import cod_protocol
 from codjax.envs.base import EnvFamily
 
@@ -92,6 +93,17 @@ class CodTrajectory:
   @property
   def hint_parse_ok(self) -> list[bool]:
     return [not e.format_error for e in self.update_episodes]
+
+  def to_record(self) -> dict:
+    """JSON-ready record of the trajectory (the pack is identified by the caller; ``from_record`` inverts)."""
+    return {"repeat_id": self.repeat_id, "hints": list(self.hints),
+            "solve_episodes": [episode_record(e) for e in self.solve_episodes],
+            "update_episodes": [episode_record(e) for e in self.update_episodes]}
+
+  @classmethod
+  def from_record(cls, rec: dict, pack: Pack) -> "CodTrajectory":
+    return cls(pack, int(rec["repeat_id"]), [episode_from_record(e) for e in rec["solve_episodes"]],
+               [episode_from_record(e) for e in rec["update_episodes"]], list(rec["hints"]))
 
   def episodes(self) -> list[Episode]:
     """All episodes in rollout order: solve, update, solve, ..., solve."""
@@ -250,19 +262,20 @@ class CodWorkflow(Workflow):
 
 
 def run_cod(backend: Backend, packs: Sequence[Pack], repeats: int = 1,
-            settings: CodSettings | None = None) -> list[CodTrajectory]:
+            settings: CodSettings | None = None, on_done=None) -> list[CodTrajectory]:
   """Rolls out ``repeats`` CoD trajectories of every pack in lock step; returns them pack-major.
 
-  Trajectory ``k * repeats + g`` is repeat g of ``packs[k]``.
+  Trajectory ``k * repeats + g`` is repeat g of ``packs[k]``; ``on_done(j, trajectory)`` receives each one as
+  it finishes (``run_repeats``).
   """
   settings = settings or CodSettings()
-  return run_repeats(backend, packs, repeats, lambda p, g: CodWorkflow(p, g, settings))
+  return run_repeats(backend, packs, repeats, lambda p, g: CodWorkflow(p, g, settings), on_done)
 
 
 def run_text_packs(policy, family: EnvFamily, pack_seeds: Sequence[int], pack_size: int, *,
                    env_name: str = "", repeats: int = 1, use_hints: bool = True, seed: int = 0,
-                   hint_penalty: float = 0.1, task_seeds: Sequence[Sequence[int]] | None = None
-                   ) -> list[CodTrajectory]:
+                   hint_penalty: float = 0.1, task_seeds: Sequence[Sequence[int]] | None = None,
+                   on_done=None) -> list[CodTrajectory]:
   """CoD rollouts with a scripted ``TextPolicy`` (experts, random baselines).
 
   Pack k uses hidden seed ``pack_seeds[k]`` and task seeds ``task_seeds[k]`` (default: derived from the
@@ -278,5 +291,5 @@ def run_text_packs(policy, family: EnvFamily, pack_seeds: Sequence[int], pack_si
       raise ValueError(f"pack {k} has {len(ts)} task seeds, expected {pack_size}")
     packs.append(Pack(env_name or family.name, family, int(ps), ts, k))
   return run_cod(PolicyBackend(policy, seed), packs, repeats,
-                 CodSettings(use_hints=use_hints, hint_penalty=hint_penalty))
+                 CodSettings(use_hints=use_hints, hint_penalty=hint_penalty), on_done)
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import abc
 import dataclasses
 import random
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
-from codjax.envs.base import StepResult, TaskEnv, Turn
+from codjax.envs.base import StepResult, TaskEnv, Turn, derive_seed
 
 
 @dataclasses.dataclass
@@ -57,6 +57,34 @@ class Episode:
 
   def add_message(self, role: str, content: str) -> None:
     self.messages.append({"role": role, "content": content})
+
+
+# fields a saved episode record leaves out: training-only token annotations and the backend's live state
+UNRECORDED_FIELDS = ("loss_mask", "logprobs", "backend_state")
+
+
+def episode_record(ep: Episode) -> dict[str, Any]:
+  """``ep`` as a JSON-ready dict (an evaluation record): every field but ``UNRECORDED_FIELDS``; the token ids
+  are kept. ``episode_from_record`` inverts it (tuples in ``info`` come back as lists)."""
+  return {f.name: getattr(ep, f.name) for f in dataclasses.fields(Episode) if f.name not in UNRECORDED_FIELDS}
+
+
+def episode_from_record(rec: dict[str, Any]) -> Episode:
+  names = {f.name for f in dataclasses.fields(Episode)} - set(UNRECORDED_FIELDS)
+  unknown = sorted(set(rec) - names)
+  if unknown:
+    raise ValueError(f"episode record has unknown fields {unknown}")
+  return Episode(**rec)
+
+
+def episode_turn_seed(seed: int, ep: Episode) -> int:
+  """The sampling seed of ``ep``'s next reply: a function of ``seed`` and the episode's identity (environment,
+  pack, repeat, kind, position) and turn only, so a reply's draws do not depend on which other episodes share
+  the backend call. Evaluation samples this way: an evaluation resumed with some packs already finished, or
+  run at another concurrency, draws the same keys for every remaining reply. Below 2**31 (vLLM, HTTP)."""
+  name = int.from_bytes(ep.env_name.encode()[:24].ljust(24, b"\0"), "big")
+  kind = int.from_bytes(ep.kind.encode()[:8].ljust(8, b"\0"), "big")
+  return derive_seed(int(seed), name, ep.pack_id, ep.repeat_id, kind, ep.position, ep.num_turns) % (2**31)
 
 
 class Backend(Protocol):
@@ -103,8 +131,12 @@ class Workflow(abc.ABC):
     """Consumes the assistant message for the active episode."""
 
 
-def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int = 1_000_000) -> int:
+def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int = 1_000_000,
+                 on_done: Callable[[int], None] | None = None) -> int:
   """Advances all workflows until every one is finished; returns the number of backend calls.
+
+  ``on_done(i)`` is called once for workflow ``workflows[i]`` right after the tick in which it finished (an
+  evaluation saves that result before the next backend call, so an interrupted run keeps it).
 
   A backend with a ``max_concurrent`` attribute (an engine with a fixed number of cache slots) is served at
   most that many episodes per call: the first ``max_concurrent`` unfinished workflows run, and a waiting one
@@ -112,6 +144,17 @@ def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int
   ``max_concurrent`` episodes ever hold per-episode backend state."""
   limit = getattr(backend, "max_concurrent", None)
   ticks = 0
+  reported = [False] * len(workflows)
+
+  def report():
+    if on_done is None:
+      return
+    for i, w in enumerate(workflows):
+      if not reported[i] and w.active_episode() is None:
+        reported[i] = True
+        on_done(i)
+
+  report()
   while True:
     active = []
     for w in workflows:
@@ -134,15 +177,18 @@ def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int
       if w.active_episode() is not ep:
         backend.release(ep)
     ticks += 1
+    report()
 
 
-def run_repeats(backend: Backend, packs: Sequence, repeats: int, make_workflow) -> list:
+def run_repeats(backend: Backend, packs: Sequence, repeats: int, make_workflow,
+                on_done: Callable[[int, Any], None] | None = None) -> list:
   """``make_workflow(pack, g)`` for ``repeats`` repeats of every pack, run in lock step; returns the
-  workflows' results pack-major (trajectory ``k * repeats + g`` is repeat g of ``packs[k]``)."""
+  workflows' results pack-major (trajectory ``k * repeats + g`` is repeat g of ``packs[k]``).
+  ``on_done(j, result)`` receives trajectory j as soon as it is finished (``run_lockstep``)."""
   if repeats < 1:
     raise ValueError(f"repeats must be >= 1, got {repeats}")
   flows = [make_workflow(p, g) for p in packs for g in range(repeats)]
-  run_lockstep(backend, flows)
+  run_lockstep(backend, flows, on_done=None if on_done is None else lambda j: on_done(j, flows[j].result()))
   return [f.result() for f in flows]
 
 

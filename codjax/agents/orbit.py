@@ -50,7 +50,7 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from codjax.agents.cod import Pack
-from codjax.agents.episode import Backend, Episode, Workflow, run_repeats
+from codjax.agents.episode import Backend, Episode, Workflow, episode_from_record, episode_record, run_repeats
 from codjax.envs.base import StepResult, TaskEnv
 
 EPISODE_HEADER = "[Episode {k}] New episode begins."
@@ -98,6 +98,11 @@ class OrbitSettings:
         raise ValueError(f"orbit.{name} must be a bool, got {getattr(self, name)!r}")
 
 
+def _hashable(x):
+  """A state key read back from JSON: lists become tuples again (recursively)."""
+  return tuple(_hashable(v) for v in x) if isinstance(x, list) else x
+
+
 @dataclasses.dataclass
 class GameEpisode:
   """One game episode inside a trajectory."""
@@ -122,6 +127,18 @@ class OrbitTrajectory:
   steps: int
   overflow: bool  # the conversation outgrew the prompt token budget
   settings: OrbitSettings
+
+  def to_record(self) -> dict:
+    """JSON-ready record of the trajectory (the pack and settings are the caller's; ``from_record`` inverts)."""
+    return {"repeat_id": self.repeat_id, "episode": episode_record(self.episode),
+            "games": [dataclasses.asdict(g) for g in self.games], "step_cap": self.step_cap,
+            "steps": self.steps, "overflow": self.overflow}
+
+  @classmethod
+  def from_record(cls, rec: dict, pack: Pack, settings: OrbitSettings) -> "OrbitTrajectory":
+    games = [GameEpisode(**{**g, "states": [_hashable(s) for s in g["states"]]}) for g in rec["games"]]
+    return cls(pack, int(rec["repeat_id"]), episode_from_record(rec["episode"]), games, rec["step_cap"],
+               int(rec["steps"]), bool(rec["overflow"]), settings)
 
   def episodes(self) -> list[Episode]:
     """The trajectory's training sequences (one: the whole multi-episode conversation)."""
@@ -258,13 +275,14 @@ class OrbitWorkflow(Workflow):
 
 
 def run_orbit(backend: Backend, packs: Sequence[Pack], repeats: int = 1,
-              settings: OrbitSettings | None = None) -> list[OrbitTrajectory]:
+              settings: OrbitSettings | None = None, on_done=None) -> list[OrbitTrajectory]:
   """Rolls out ``repeats`` ORBIT trajectories of every pack in lock step; returns them pack-major.
 
-  Trajectory ``k * repeats + g`` is repeat g of ``packs[k]``; T is each pack's size.
+  Trajectory ``k * repeats + g`` is repeat g of ``packs[k]``; T is each pack's size. ``on_done(j, trajectory)``
+  receives each one as it finishes (``run_repeats``).
   """
   settings = settings or OrbitSettings()
-  return run_repeats(backend, packs, repeats, lambda p, g: OrbitWorkflow(p, g, settings))
+  return run_repeats(backend, packs, repeats, lambda p, g: OrbitWorkflow(p, g, settings), on_done)
 
 
 def settings_from_config(block: Any) -> OrbitSettings:

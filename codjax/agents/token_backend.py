@@ -19,7 +19,7 @@ import dataclasses
 import itertools
 from typing import Sequence
 
-from codjax.agents.episode import Episode
+from codjax.agents.episode import Episode, episode_turn_seed
 from codjax.models.tokenizer import ChatDeltaRenderer, encode_chat
 from codjax.rollout.base import SamplingParams
 
@@ -92,12 +92,28 @@ class _TokenRecorder:
     return self.tok.decode(ids[:-1] if hit_eos else ids, skip_special_tokens=False)
 
 
+SEED_BY = ("call", "episode")
+
+
 class EngineBackend(_TokenRecorder):
-  """``Backend`` over a token engine + tokenizer (see module docstring)."""
+  """``Backend`` over a token engine + tokenizer (see module docstring).
+
+  Seeding (``seed`` given): with ``seed_by="call"`` each engine call is seeded with a function of (seed, call
+  index), and the engine derives each request's key from that and the request's place in the call, so a
+  rollout is reproducible when it is rerun as a whole (training). With ``seed_by="episode"`` each request
+  carries its own seed ``episode_turn_seed(seed, episode)`` (``SamplingParams.seeds``): an episode's reply
+  depends only on the seed and the episode's identity and turn, never on which other episodes share the call,
+  so a resumed or differently batched evaluation gives every remaining episode the same replies. Without a
+  seed the engine's own key stream is used (``seed_by="call"`` only)."""
 
   def __init__(self, engine, tokenizer, params: SamplingParams, *, max_prompt_tokens: int = 8192,
-               template_kwargs: dict | None = None, seed: int | None = None):
+               template_kwargs: dict | None = None, seed: int | None = None, seed_by: str = "call"):
+    if seed_by not in SEED_BY:
+      raise ValueError(f"seed_by must be one of {SEED_BY}, got {seed_by!r}")
+    if params.seeds is not None:
+      raise ValueError("EngineBackend sets the per-request seeds itself; pass params without seeds")
     super().__init__(tokenizer, max_prompt_tokens, template_kwargs)
+    self.seed_by = seed_by
     self.engine = engine
     # one engine session per live episode: never more live episodes than the engine has cache slots
     self.max_concurrent = getattr(engine, "max_slots", None)
@@ -106,7 +122,10 @@ class EngineBackend(_TokenRecorder):
     self.reseed(seed)
 
   def reseed(self, seed: int | None) -> None:
-    """Sampling keys become a function of (seed, call index), so a rollout is reproducible (resume)."""
+    """Sampling keys become a function of (seed, call index) or, with ``seed_by="episode"``, of (seed,
+    episode, turn), so a rollout is reproducible (resume)."""
+    if seed is None and self.seed_by == "episode":
+      raise ValueError("EngineBackend(seed_by='episode') needs a seed: each reply's seed derives from it")
     self.seed = seed
     self._calls = 0
 
@@ -118,7 +137,10 @@ class EngineBackend(_TokenRecorder):
     prompts = [episodes[i].tokens for i in run]
     budgets = [self.max_prompt_tokens - len(p) for p in prompts]
     params = dataclasses.replace(self.params, max_tokens=max(1, min(self.params.max_tokens, max(budgets))))
-    if self.seed is not None:
+    if self.seed_by == "episode":
+      params = dataclasses.replace(params, seed=None,
+                                   seeds=tuple(episode_turn_seed(self.seed, episodes[i]) for i in run))
+    elif self.seed is not None:
       from codjax.envs.base import derive_seed
 
       params = dataclasses.replace(params, seed=derive_seed(self.seed, self._calls) % (2**31))

@@ -10,8 +10,10 @@ What an evaluation is, fixed here once from the config:
             every checkpoint (``codjax.train.data.eval_packs``)
   sampling  temperature ``eval.temperature``, top-p ``eval.top_p``, top-k ``rollout.top_k``, at most
             ``rollout.max_response_tokens`` per reply and ``rollout.max_prompt_tokens`` per conversation
-  seed      ``derive_seed(seed, 99991)``: request i of an evaluation samples with ``derive_seed(that, i)``, so
-            two checkpoints are compared on the same packs with the same sampling keys (paired differences)
+  seed      ``derive_seed(seed, 99991)``; every reply samples with ``episode_turn_seed(that, episode)``, a
+            function of the episode's identity (environment, pack, kind, position) and turn alone, so two
+            checkpoints are compared on the same packs with the same sampling keys (paired differences), and
+            neither the batch composition (concurrency, cache slots) nor a resume changes any draw
   template  the chat-template arguments ``{"enable_thinking": model.enable_thinking}`` (Qwen3's switch; the
             paper's Table 1 evaluates with thinking disabled), for every backend that tokenizes
   rollout   one trajectory per pack (``workflow.rollout(backend, packs, 1, cfg)``), then
@@ -19,7 +21,8 @@ What an evaluation is, fixed here once from the config:
 
 The caller only chooses what answers: a token engine with the policy's tokenizer (``evaluate_engine``, used by
 the trainer after pushing its current weights and by the launcher's jax/vllm engines), or any ``Backend``
-per environment (scripted policies, a served model; ``run_evaluation``).
+per environment (scripted policies, a served model; ``run_evaluation``). With an ``EvalRecords`` file every
+finished pack is saved at once and a rerun into the same directory resumes (``codjax.eval.records``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Callable
 
 from codjax.agents.token_backend import EngineBackend, TokenizingBackend
 from codjax.envs.base import derive_seed
+from codjax.eval.records import EvalRecords
 from codjax.rollout.base import SamplingParams
 from codjax.train.data import EnvSpec, env_specs, eval_packs
 from codjax.train.workflows import get_workflow
@@ -74,10 +78,10 @@ def eval_pack_sets(cfg, specs: list[EnvSpec]) -> dict[str, list]:
 
 
 def engine_backend(cfg, engine, tokenizer) -> EngineBackend:
-  """A fresh evaluation backend over a token engine (seeded from the start: every evaluation draws the same
-  keys)."""
+  """An evaluation backend over a token engine; each reply samples with ``episode_turn_seed(eval_seed, episode)``
+  (``seed_by="episode"``), so its draws do not depend on which other episodes share an engine call."""
   return EngineBackend(engine, tokenizer, sampling_params(cfg), max_prompt_tokens=int(cfg.rollout.max_prompt_tokens),
-                       seed=eval_seed(cfg), template_kwargs=template_kwargs(cfg))
+                       seed=eval_seed(cfg), template_kwargs=template_kwargs(cfg), seed_by="episode")
 
 
 def token_counting_backend(cfg, inner, tokenizer) -> TokenizingBackend:
@@ -86,18 +90,42 @@ def token_counting_backend(cfg, inner, tokenizer) -> TokenizingBackend:
   return TokenizingBackend(inner, tokenizer, max_prompt_tokens=UNBOUNDED_TOKENS, template_kwargs=template_kwargs(cfg))
 
 
-def run_evaluation(cfg, backend_for: Callable[[EnvSpec], object]) -> Evaluation:
+def run_evaluation(cfg, backend_for: Callable[[EnvSpec], object], records: EvalRecords | None = None,
+                   progress: bool = True) -> Evaluation:
   """Rolls out one trajectory per evaluation pack of every environment with ``backend_for(spec)`` and
-  summarizes each environment with the config's workflow."""
+  summarizes each environment with the config's workflow.
+
+  With ``records`` every pack is written to the records file the moment it finishes, packs already there are
+  not rolled out again, and the summaries are computed from the records read back (``codjax.eval.records``):
+  an interrupted evaluation resumed in the same directory gives the table of an uninterrupted one.
+  ``progress`` shows a bar per environment (packs done, rate, estimate)."""
+  from codjax.train.metrics import Progress
+
   workflow = get_workflow(str(cfg.workflow))
   specs = eval_specs(cfg)
   packs = eval_pack_sets(cfg, specs)
-  results, seconds = {}, {}
+  results, seconds, resumed = {}, {}, {}
   for spec in specs:
     t0 = time.perf_counter()
-    trajs = workflow.rollout(backend_for(spec), packs[spec.label], 1, cfg)
-    results[spec.label] = workflow.summarize(trajs)
-    seconds[spec.label] = time.perf_counter() - t0
+    label, ps = spec.label, packs[spec.label]
+    done = records.done(label) if records is not None else set()
+    todo = [k for k in range(len(ps)) if k not in done]
+    resumed[label] = len(ps) - len(todo)
+    bar = Progress(len(ps), resumed[label], enabled=progress and bool(todo), desc=f"eval {label}", unit="pack")
+
+    def on_done(j, traj, label=label, ps=ps, todo=todo, bar=bar):
+      if records is not None:
+        records.append(label, todo[j], ps[todo[j]], workflow.to_record(traj))
+      bar.update({})
+
+    try:
+      trajs = workflow.rollout(backend_for(spec), [ps[k] for k in todo], 1, cfg, on_done=on_done) if todo else []
+    finally:
+      bar.close()
+    if records is not None:
+      trajs = [workflow.from_record(records.get(label, k, p), p, cfg) for k, p in enumerate(ps)]
+    results[label] = workflow.summarize(trajs)
+    seconds[label] = time.perf_counter() - t0
   ev = cfg.eval
   meta = {"config": str(cfg.name), "workflow": str(cfg.workflow), "num_packs": int(ev.num_packs),
           "pack_size": int(ev.pack_size), "packing": str(ev.packing), "split": str(ev.split),
@@ -105,11 +133,11 @@ def run_evaluation(cfg, backend_for: Callable[[EnvSpec], object]) -> Evaluation:
           "eval_seed": eval_seed(cfg), "template_kwargs": template_kwargs(cfg),
           "envs": {s.label: {"name": s.name, "preset": s.preset, "params": s.params} for s in specs},
           "pack_seeds": {label: [p.pack_seed for p in ps] for label, ps in packs.items()},
-          "wall_s": seconds}
+          "wall_s": seconds, "resumed_packs": resumed}
   return Evaluation(results, meta)
 
 
-def evaluate_engine(cfg, engine, tokenizer) -> Evaluation:
+def evaluate_engine(cfg, engine, tokenizer, records: EvalRecords | None = None, progress: bool = True) -> Evaluation:
   """``run_evaluation`` with one ``engine_backend`` for every environment: a checkpoint on a token engine."""
   backend = engine_backend(cfg, engine, tokenizer)
-  return run_evaluation(cfg, lambda spec: backend)
+  return run_evaluation(cfg, lambda spec: backend, records, progress)

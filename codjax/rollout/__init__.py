@@ -6,7 +6,7 @@ Engines import lazily (``codjax.rollout.JaxEngine`` etc.), so importing the pack
 from codjax.rollout.base import Completion, RolloutEngine, SamplingParams
 
 _LAZY = {"JaxEngine": "codjax.rollout.jax_engine", "VllmEngine": "codjax.rollout.vllm_engine",
-         "OpenAIEngine": "codjax.rollout.openai_engine", "OpenAIBackend": "codjax.rollout.openai_engine"}
+         "OpenAIEngine": "codjax.rollout.openai_engine"}
 
 
 def __getattr__(name):

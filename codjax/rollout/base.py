@@ -26,6 +26,9 @@ class SamplingParams:
   max_tokens: int = 256
   stop_token_ids: tuple[int, ...] = ()
   seed: int | None = None
+  # per-request seeds: request i of a ``generate``/``chat`` call samples from ``seeds[i]`` alone (its draws do
+  # not depend on the other requests of the call, on their order or on the batch size); overrides ``seed``
+  seeds: tuple[int, ...] | None = None
 
   def __post_init__(self):
     if self.temperature < 0:
@@ -37,6 +40,16 @@ class SamplingParams:
     if self.max_tokens < 1:
       raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
     object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
+    if self.seeds is not None:
+      object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+
+  def request_seeds(self, n: int) -> tuple[int, ...] | None:
+    """``seeds`` checked against a call of ``n`` requests (None when the call has no per-request seeds)."""
+    if self.seeds is None:
+      return None
+    if len(self.seeds) != n:
+      raise ValueError(f"SamplingParams.seeds has {len(self.seeds)} entries for {n} requests")
+    return self.seeds
 
   @property
   def greedy(self) -> bool:

@@ -15,6 +15,11 @@ Each ``generate`` call:
      on a stop token or its token budget; the loop exits when at most half of its power-of-two batch is
      still going, and those rows continue in the next, smaller batch (a "phase"; their last sampled token
      is fed first), so finished rows stop costing compute (``stats["decode_phases"]`` counts phases).
+Sampling keys are per row and per token, so a reply's draws depend on its own key alone, never on the other
+requests of the call, their order, the batch size, the padding or the phases: request r has a row key,
+``jax.random.key(params.seeds[r])`` with per-request seeds, else ``fold_in(call_key, r)`` (call_key =
+``key(params.seed)``, or a split of the engine's own key when unseeded), and token t of its reply is drawn
+with ``fold_in(row_key, t)``. The keys are traced kernel arguments (no recompiles when they change).
 Request batches are padded to power-of-two buckets and chunk lengths to a fixed bucket list, so a new
 prompt length does not trigger a recompile. Each kernel works on the cache positions ``[0, Lb)`` only, Lb
 the power-of-two bucket (>= 128, capped at ``max_seq_len``) of the furthest position the call writes: the
@@ -36,7 +41,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from codjax.rollout.base import Completion, SamplingParams
-from codjax.rollout.sampling import sample_tokens
+from codjax.rollout.sampling import indexed_keys, sample_tokens, seed_keys, token_keys
 
 CHUNK_BUCKETS = (16, 32, 64, 128, 256, 512)
 MIN_LENGTH_BUCKET = 128
@@ -88,10 +93,12 @@ class JaxEngine:
       ck = jax.device_put(ck, activation_sharding("cache_k_lbkhs", ck.shape, mesh))
       cv = jax.device_put(cv, activation_sharding("cache_v_lbksh", cv.shape, mesh))
       self._params = jax.device_put(params, state_shardings(params, mesh, PARAM_LOGICAL_AXES))
+      self._row_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
     else:
       # commit the cache to a device so the donated outputs of later calls have the same signature
       dev = jax.devices()[0]
       ck, cv = jax.device_put(ck, dev), jax.device_put(cv, dev)
+      self._row_sharding = jax.sharding.SingleDeviceSharding(dev)
     self._cache = (ck, cv)
     self._free = list(range(self.max_slots, 0, -1))
     self._sessions: dict[int, _Session] = {}
@@ -123,13 +130,14 @@ class JaxEngine:
     last_h_bd = jnp.where(in_chunk[:, None], take.astype(last_h_bd.dtype), last_h_bd)
     return (ck, cv), last_h_bd
 
-  def _decode_impl(self, params, cache, slots_b, last_h_bd, start_b, budget_b, stop_ids, key, temperature,
-                   top_p, min_active, *, max_new: int, top_k: int, greedy: bool, length: int):
+  def _decode_impl(self, params, cache, slots_b, last_h_bd, start_b, budget_b, stop_ids, keys_b, offset_b,
+                   temperature, top_p, min_active, *, max_new: int, top_k: int, greedy: bool, length: int):
     """Samples up to ``budget_b`` tokens per row inside one while_loop on cache positions [0, length)
     (rows that finished early keep writing past their end, harmlessly: such positions are never valid, and
     dynamic_update_slice clamps writes to position length - 1, which no row reaches). The loop also exits
     once no more than ``min_active`` rows are still going (the caller continues them in a smaller batch);
-    returns tokens, logprobs, counts."""
+    returns tokens, logprobs, counts. Token i of this phase in row r is token ``offset_b[r] + i`` of its
+    reply and is drawn with ``fold_in(keys_b[r], offset_b[r] + i)``."""
     model = nnx.merge(self._graphdef, params)
     ck, cv = cache
     # per-layer weights and caches, split once outside the token loop (no per-token copies)
@@ -140,31 +148,31 @@ class JaxEngine:
     def is_stop(tok):
       return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
 
-    key, k0 = jax.random.split(key)
-    tok0, lp0 = sample_tokens(k0, model.logits(last_h_bd), temperature, top_k, top_p, greedy)
+    tok0, lp0 = sample_tokens(token_keys(keys_b, offset_b), model.logits(last_h_bd), temperature, top_k, top_p,
+                              greedy)
     out_t = jnp.zeros((b, max_new), jnp.int32).at[:, 0].set(tok0)
     out_lp = jnp.zeros((b, max_new), jnp.float32).at[:, 0].set(lp0)
     n = jnp.ones((b,), jnp.int32)
     done = is_stop(tok0) | (budget_b <= 1)
 
     def cond(state):
-      i, _, _, _, _, done, _, _ = state
+      i, _, _, _, _, done, _ = state
       return (i < max_new) & (jnp.sum(~done) > min_active)
 
     def body(state):
-      i, sub, tok, out_t, out_lp, done, n, key = state
-      key, k = jax.random.split(key)
+      i, sub, tok, out_t, out_lp, done, n = state
       hidden, sub = model.forward_cached_unrolled(tok[:, None], start_b + i - 1, layers, sub)
-      nt, nlp = sample_tokens(k, model.logits(hidden[:, 0]), temperature, top_k, top_p, greedy)
+      nt, nlp = sample_tokens(token_keys(keys_b, offset_b + i), model.logits(hidden[:, 0]), temperature, top_k,
+                              top_p, greedy)
       active = ~done
       out_t = out_t.at[:, i].set(jnp.where(active, nt, 0))
       out_lp = out_lp.at[:, i].set(jnp.where(active, nlp, 0.0))
       n = n + active.astype(jnp.int32)
       done = done | (active & (is_stop(nt) | (n >= budget_b)))
-      return i + 1, sub, jnp.where(active, nt, tok), out_t, out_lp, done, n, key
+      return i + 1, sub, jnp.where(active, nt, tok), out_t, out_lp, done, n
 
-    state = (jnp.int32(1), sub, tok0, out_t, out_lp, done, n, key)
-    _, sub, _, out_t, out_lp, _, n, _ = jax.lax.while_loop(cond, body, state)
+    state = (jnp.int32(1), sub, tok0, out_t, out_lp, done, n)
+    _, sub, _, out_t, out_lp, _, n = jax.lax.while_loop(cond, body, state)
     ck = ck.at[:, slots_b, :, :, :length].set(jnp.stack([k for k, _ in sub]))
     cv = cv.at[:, slots_b, :, :length].set(jnp.stack([v for _, v in sub]))
     return (ck, cv), out_t, out_lp, n
@@ -218,12 +226,26 @@ class JaxEngine:
       raise ValueError("session_ids must match prompts one to one")
     if session_ids is not None and len(set(session_ids)) != len(session_ids):
       raise ValueError("session_ids must be distinct within one generate call")
-    if len(prompts) > self.max_slots:
-      out = []
-      for i in range(0, len(prompts), self.max_slots):
-        sl = slice(i, i + self.max_slots)
-        out += self.generate(prompts[sl], params, None if session_ids is None else session_ids[sl])
-      return out
+    row_keys = self._row_keys(params, len(prompts))
+    out = []
+    for i in range(0, len(prompts), self.max_slots):  # more requests than slots: runs of max_slots
+      sl = slice(i, i + self.max_slots)
+      out += self._generate(prompts[sl], params, None if session_ids is None else session_ids[sl], row_keys[sl])
+    return out
+
+  def _row_keys(self, params: SamplingParams, n: int):
+    """The [n] row keys of a call (module docstring): per-request seeds, else ``fold_in(call_key, r)``."""
+    seeds = params.request_seeds(n)
+    if seeds is not None:
+      return seed_keys(seeds)
+    if params.seed is not None:
+      call_key = jax.random.key(params.seed)
+    else:
+      self._key, call_key = jax.random.split(self._key)
+    return indexed_keys(call_key, n)
+
+  def _generate(self, prompts, params: SamplingParams, session_ids, row_keys) -> list[Completion]:
+    """One run of at most ``max_slots`` requests; ``row_keys[r]`` keys request r's draws."""
     self.stats["calls"] += 1
     keys, sessions = [], []
     busy = set(session_ids or ())
@@ -243,7 +265,7 @@ class JaxEngine:
       self.stats["prefill_tokens"] += len(p) - s.cached_len
     # 1. prefill the new suffixes; 2. decode in phases
     last_h = self._prefill_rows(slots, [s.cached_len for s in sessions], new)
-    gen, gen_lp = self._decode_rows(prompts, slots, last_h, params)
+    gen, gen_lp = self._decode_rows(prompts, slots, last_h, params, row_keys)
     stops = set(params.stop_token_ids)
     out = []
     for i, (p, s) in enumerate(zip(prompts, sessions)):
@@ -257,20 +279,17 @@ class JaxEngine:
         self.end_session(keys[i])
     return out
 
-  def _decode_rows(self, prompts, slots: Sequence[int], last_h, params: SamplingParams):
+  def _decode_rows(self, prompts, slots: Sequence[int], last_h, params: SamplingParams, row_keys):
     """Samples every row's reply from its last hidden state ``last_h[r]`` (the prompt is in cache slot
-    ``slots[r]``); returns (token ids, logprobs) per row. Decoding runs in phases: a phase runs the pending
-    rows in a power-of-two batch until at most half of it is still going; those rows continue in the next,
-    smaller batch (their last token is fed first), so a call whose replies have uneven lengths stops paying
-    for rows that already finished."""
+    ``slots[r]``) with its key ``row_keys[r]``; returns (token ids, logprobs) per row. Decoding runs in
+    phases: a phase runs the pending rows in a power-of-two batch until at most half of it is still going;
+    those rows continue in the next, smaller batch (their last token is fed first), so a call whose replies
+    have uneven lengths stops paying for rows that already finished. A row's token t is drawn with
+    ``fold_in(row_keys[r], t)`` in whichever phase and batch position it runs."""
     budget0 = [min(self.max_seq_len - len(p), params.max_tokens) for p in prompts]
     max_new = _pow2(max(budget0), lo=8)
     stop = np.array(list(params.stop_token_ids) or [-1], np.int32)
     stop = jnp.asarray(np.pad(stop, (0, _pow2(len(stop)) - len(stop)), constant_values=-1))
-    if params.seed is not None:
-      key = jax.random.key(params.seed)
-    else:
-      self._key, key = jax.random.split(self._key)
     stops = set(params.stop_token_ids)
     n = len(prompts)
     gen: list[list[int]] = [[] for _ in range(n)]
@@ -282,12 +301,13 @@ class JaxEngine:
       lengths = np.array([len(prompts[i]) + len(gen[i]) for i in pending] + [1] * (bb - m), np.int32)
       budget = np.array([budget0[i] - len(gen[i]) for i in pending] + [1] * (bb - m), np.int32)
       length = self._length_bucket(int((lengths[:m] + budget[:m]).max()))
-      key, k = jax.random.split(key)
+      offset = np.array([len(gen[i]) for i in pending] + [0] * (bb - m), np.int32)
       slots_b = np.array([slots[i] for i in pending] + [0] * (bb - m), np.int32)
+      rows = jnp.asarray(np.array(pending + pad, np.int32))
       fn = self._decode_fn(bb, max_new, params.top_k, params.greedy, int(stop.shape[0]), length)
       self._cache, toks, lps, counts = fn(
-          self._params, self._cache, jnp.asarray(slots_b), last_h[jnp.asarray(np.array(pending + pad, np.int32))],
-          jnp.asarray(lengths), jnp.asarray(budget), stop, k, jnp.float32(params.temperature),
+          self._params, self._cache, jnp.asarray(slots_b), self._rows(last_h, rows), jnp.asarray(lengths),
+          jnp.asarray(budget), stop, self._rows(row_keys, rows), jnp.asarray(offset), jnp.float32(params.temperature),
           jnp.float32(params.top_p), jnp.int32(bb // 2 if bb > 1 else 0))
       self.stats["decode_phases"] += 1
       toks, lps, counts = np.asarray(toks), np.asarray(lps), np.asarray(counts)
@@ -305,6 +325,12 @@ class JaxEngine:
       pending = going
     return gen, gen_lp
 
+  def _rows(self, x, idx):
+    """``x[idx]`` committed to one fixed placement: a kernel argument whose placement depended on where it
+    came from (a fresh array or an earlier kernel's output, i.e. on the batch composition) would compile the
+    kernel once more."""
+    return jax.device_put(x[idx], self._row_sharding)
+
   def _decode_fn(self, bb: int, max_new: int, top_k: int, greedy: bool, n_stop: int, length: int):
     """The jitted decode kernel for these static shapes (compiled once per signature)."""
     sig = (bb, max_new, top_k, greedy, n_stop, length)
@@ -318,7 +344,8 @@ class JaxEngine:
     token's final hidden state per row [R, D]. Chunks of a bucketed length; rows are grouped by suffix-length
     bucket so a short next-turn suffix is never padded to a long one, and a chunk runs only the rows that
     still have tokens in it."""
-    last_h = jnp.zeros((len(suffixes), self.cfg.hidden_size), self.cfg.jnp_dtype)
+    last_h = jax.device_put(jnp.zeros((len(suffixes), self.cfg.hidden_size), self.cfg.jnp_dtype),
+                            self._row_sharding)
     groups: dict[int, list[int]] = {}
     for i, x in enumerate(suffixes):
       groups.setdefault(_bucket(len(x), self.chunk_buckets), []).append(i)
@@ -343,7 +370,7 @@ class JaxEngine:
             last_idx[r] = len(suffixes[i]) - 1 - done_tokens
         idx = jnp.asarray(np.array(active + [active[0]] * (ba - len(active)), np.int32))
         self._cache, h = self._prefill_fn(self._params, self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
-                                          jnp.asarray(cstart), jnp.asarray(last_idx), last_h[idx],
+                                          jnp.asarray(cstart), jnp.asarray(last_idx), self._rows(last_h, idx),
                                           length=self._length_bucket(int(cstart.max()) + c))
         last_h = last_h.at[idx[:len(active)]].set(h[:len(active)])
         done_tokens += c

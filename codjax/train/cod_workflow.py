@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from codjax.agents.cod import CodSettings, run_cod
+from codjax.agents.cod import CodSettings, CodTrajectory, run_cod
 from codjax.eval.cod_eval import format_table, summarize as cod_summarize
 from codjax.train.credit import cod_episode_scores, grpo_episode_scores
 from codjax.train.workflow_registry import register_workflow
@@ -46,8 +46,8 @@ def cod_rollout_metrics(trajs, prefix: str = "") -> dict:
 class CodWorkflowSpec:
   name = "cod"
 
-  def rollout(self, backend, packs, repeats, cfg):
-    return run_cod(backend, packs, repeats, cod_settings(cfg))
+  def rollout(self, backend, packs, repeats, cfg, on_done=None):
+    return run_cod(backend, packs, repeats, cod_settings(cfg), on_done)
 
   def score(self, trajs, cfg):
     a = cfg.algorithm
@@ -63,6 +63,13 @@ class CodWorkflowSpec:
 
   def table(self, results: dict) -> str:
     return format_table(results)
+
+  def to_record(self, traj: CodTrajectory) -> dict:
+    return traj.to_record()
+
+  def from_record(self, rec: dict, pack, cfg) -> CodTrajectory:
+    del cfg
+    return CodTrajectory.from_record(rec, pack)
 
 
 register_workflow(CodWorkflowSpec())

@@ -280,7 +280,7 @@ class Trainer:
     """Evaluates the current parameters through the one evaluation path (``codjax.eval.runner``); writes
     ``eval/<tag>.json`` (``{"step", "results"}``), logs flat ``eval/<label>/<metric>`` values, prints the table."""
     self.engine.update_weights(self.current_model())  # evaluate the current policy
-    results = evaluate_engine(self.cfg, self.engine, self.tokenizer).results
+    results = evaluate_engine(self.cfg, self.engine, self.tokenizer, progress=bool(self.cfg.log.progress)).results
     if self._engine_model is not None and self.cfg.rollout.sync_interval > 1:
       self.engine.update_weights(self._engine_model)  # back to the (possibly stale) sampling policy
     tag = tag or f"step_{self.step}"

@@ -92,12 +92,12 @@ def truncate_jsonl(path: str, keep_through: int) -> int:
 class Progress:
   """A tqdm bar (or nothing) that shows a few headline metrics."""
 
-  def __init__(self, total: int, initial: int = 0, enabled: bool = True, desc: str = "train"):
+  def __init__(self, total: int, initial: int = 0, enabled: bool = True, desc: str = "train", unit: str = "it"):
     self._bar = None
     if enabled:
       from tqdm import tqdm
 
-      self._bar = tqdm(total=total, initial=initial, desc=desc, dynamic_ncols=True)
+      self._bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True)
 
   def update(self, metrics: dict[str, Any], keys=("reward_mean", "loss", "tok_per_s"), n: int = 1) -> None:
     if self._bar is None:

@@ -45,8 +45,14 @@ class OrbitWorkflowSpec:
     if cfg.algorithm.advantage != "grpo":
       raise ValueError(f"workflow 'orbit' needs algorithm.advantage='grpo', got {cfg.algorithm.advantage!r}")
 
-  def rollout(self, backend, packs, repeats, cfg) -> list[OrbitTrajectory]:
-    return run_orbit(backend, packs, repeats, orbit_settings(cfg))
+  def rollout(self, backend, packs, repeats, cfg, on_done=None) -> list[OrbitTrajectory]:
+    return run_orbit(backend, packs, repeats, orbit_settings(cfg), on_done)
+
+  def to_record(self, traj: OrbitTrajectory) -> dict:
+    return traj.to_record()
+
+  def from_record(self, rec: dict, pack, cfg) -> OrbitTrajectory:
+    return OrbitTrajectory.from_record(rec, pack, orbit_settings(cfg))
 
   def score(self, trajs, cfg):
     self.check_config(cfg)

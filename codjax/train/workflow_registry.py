@@ -3,11 +3,12 @@
 A workflow turns packs into trajectories with a backend, scores their episodes for the policy gradient,
 and reports metrics:
 
-  rollout(backend, packs, repeats, cfg) -> trajectories
+  rollout(backend, packs, repeats, cfg, on_done=None) -> trajectories   (on_done(j, traj) as each finishes)
   score(trajs, cfg) -> [(Episode, advantage)]            (before RED-Weight, which the trainer applies)
   metrics(trajs) -> {name: float}                          (training metrics of one step)
   summarize(trajs) -> dict                                 (evaluation summary, written to eval/*.json)
   table(results) -> str                                    (console table of {label: summary})
+  to_record(traj) -> dict; from_record(rec, pack, cfg)     (JSON record of one trajectory: resumable evaluation)
 
 A workflow module registers itself here at import (``register_workflow(Spec())``) and imports nothing but this
 module of the trainer's workflow machinery; ``codjax.train.workflows`` imports every known workflow module, so
@@ -22,7 +23,7 @@ from typing import Protocol
 class Workflow(Protocol):
   name: str
 
-  def rollout(self, backend, packs, repeats: int, cfg): ...
+  def rollout(self, backend, packs, repeats: int, cfg, on_done=None): ...
 
   def score(self, trajs, cfg): ...
 
@@ -31,6 +32,10 @@ class Workflow(Protocol):
   def summarize(self, trajs) -> dict: ...
 
   def table(self, results: dict) -> str: ...
+
+  def to_record(self, traj) -> dict: ...
+
+  def from_record(self, rec: dict, pack, cfg): ...
 
 
 _WORKFLOWS: dict[str, Workflow] = {}

@@ -124,10 +124,10 @@ class PromptLog:
 
 
 def rollout(engine, tok, packs, *, temperature=1.0, max_tokens=16, max_prompt_tokens=MAX_SEQ - 20, seed=5,
-            repeats=2):
+            repeats=2, seed_by="call"):
   log = PromptLog(engine)
   backend = EngineBackend(log, tok, SamplingParams(temperature=temperature, max_tokens=max_tokens),
-                          max_prompt_tokens=max_prompt_tokens, seed=seed)
+                          max_prompt_tokens=max_prompt_tokens, seed=seed, seed_by=seed_by)
   trajs = run_cod(backend, packs, repeats, CodSettings(protocol="compact"))
   assert engine.num_sessions() == 0, "episodes must release their cache slots"
   return [e for t in trajs for e in t.episodes()], trajs, log
@@ -327,6 +327,40 @@ def test_engine_slots_bound_live_episodes(engine, tok):
   for e in (e for t in trajs for e in t.episodes()):
     assert e.done and e.num_turns == (TURNS if e.kind == "solve" else 1)
     check_text(e, tok)
+
+
+def test_episode_seeding_gives_an_episode_its_replies_whatever_runs_beside_it(engine, tok):
+  """``seed_by="episode"``: pack 1's episodes get the same replies (tokens, logprobs) run alone as run with
+  packs 0 and 2 beside them (other batch sizes, rows and decode phases at every call), as a resumed
+  evaluation needs. With ``seed_by="call"`` they do not (the comparison is sensitive to the keys)."""
+  packs = chatter_packs(3)
+
+  def by_id(eps):
+    return {(e.pack_id, e.repeat_id, e.kind, e.position): e for e in eps}
+
+  together = by_id(rollout(engine, tok, packs, seed_by="episode")[0])
+  alone = by_id(rollout(engine, tok, packs[1:2], seed_by="episode")[0])
+  assert len(alone) == len(together) // 3 and {k[0] for k in alone} == {1}
+  for k, e in alone.items():
+    t = together[k]
+    assert e.messages == t.messages and e.tokens == t.tokens and e.loss_mask == t.loss_mask, k
+    np.testing.assert_allclose(e.logprobs, t.logprobs, atol=1e-5)
+  assert len({tuple(e.tokens) for e in alone.values()}) == len(alone)  # sampled replies, not one repeated
+  by_call = by_id(rollout(engine, tok, packs, seed_by="call")[0])
+  by_call_alone = by_id(rollout(engine, tok, packs[1:2], seed_by="call")[0])
+  assert any(by_call_alone[k].tokens != by_call[k].tokens for k in by_call_alone)
+
+
+def test_engine_backend_seeding_is_validated(engine, tok):
+  with pytest.raises(ValueError, match="seed_by must be one of"):
+    EngineBackend(engine, tok, SamplingParams(), seed=1, seed_by="pack")
+  with pytest.raises(ValueError, match="needs a seed"):
+    EngineBackend(engine, tok, SamplingParams(), seed_by="episode")
+  backend = EngineBackend(engine, tok, SamplingParams(), seed=1, seed_by="episode")
+  with pytest.raises(ValueError, match="needs a seed"):
+    backend.reseed(None)
+  with pytest.raises(ValueError, match="per-request seeds itself"):
+    EngineBackend(engine, tok, SamplingParams(seeds=(1,)), seed=1)
 
 
 # -- scripted expert through TokenizingBackend --------------------------------------------------------------

@@ -4,8 +4,10 @@ the scripted expert, over packs of the tiny FrozenLake experiment's evaluation b
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 
 from codjax.agents.cod import CodSettings, run_cod
 from codjax.agents.episode import PolicyBackend
@@ -124,3 +126,50 @@ def test_bad_invocations_fail_with_a_clear_message(tmp_path):
   proc = run_evaluate(tmp_path, "--engine=expert", "--config.eval.packing=ralph", check=False)
   assert proc.returncode != 0 and "eval.packing must be one of" in proc.stderr
   assert not os.path.exists(os.path.join(tmp_path, "eval.json"))
+
+
+JAX_ARGS = ("--engine=jax", "--config.model.make_tiny=False", "--config.eval.num_packs=8", "--config.eval.pack_size=2",
+            "--config.rollout.max_response_tokens=16", "--config.rollout.max_slots=2",
+            "--config.rollout.max_prompt_tokens=1536", "--config.train.seq_len=1536")
+
+
+def pack_lines(out_dir):
+  path = os.path.join(out_dir, "eval_records.jsonl")
+  if not os.path.exists(path):
+    return 0
+  with open(path) as f:
+    return sum(1 for line in f if line.startswith('{"record":"pack"'))
+
+
+def test_jax_evaluation_stopped_by_a_signal_resumes_to_the_uninterrupted_table(tmp_path, tiny_ckpt):
+  """SIGTERM mid-evaluation: the finished packs are on disk, the message says how to resume, and the resumed
+  evaluation's table equals one that ran straight through (replies are seeded per episode and turn)."""
+  args = (f"--config.model.path={tiny_ckpt}", *JAX_ARGS)
+  straight = run_evaluate(tmp_path / "straight", *args)
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  env.pop("XLA_FLAGS", None)
+  out = tmp_path / "stopped"
+  proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "launch", "evaluate.py"), f"--config={CONFIG}",
+                           f"--out={out}", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+  deadline = time.monotonic() + 600
+  while pack_lines(out) < 1 and proc.poll() is None and time.monotonic() < deadline:
+    time.sleep(0.05)
+  proc.send_signal(signal.SIGTERM)
+  _, err = proc.communicate(timeout=120)
+  kept = pack_lines(out)
+  assert proc.returncode == 130, err[-3000:]
+  assert 1 <= kept < 8, f"{kept} packs finished before the signal"
+  assert f"{kept} finished pack(s) are kept in {out / 'eval_records.jsonl'}" in err and "--resume" in err
+  assert not (out / "eval.json").exists()
+  resumed = run_evaluate(out, *args, "--resume")
+  assert f"resuming: {kept} finished pack(s)" in resumed.stdout
+  a, b = load(tmp_path / "straight"), load(out)
+  assert json.dumps(a["results"], sort_keys=True) == json.dumps(b["results"], sort_keys=True)
+  assert b["meta"]["resumed_packs"] == {"frozenlake": kept}
+  table = lambda text: [line for line in text.splitlines() if "/ frozenlake" in line]
+  assert table(straight.stdout) == table(resumed.stdout)
+  # another checkpoint into the same directory is refused, and the records stay as they were
+  proc = run_evaluate(out, *args, "--config.eval.temperature=0.5", check=False)
+  assert proc.returncode != 0 and "holds records of a different evaluation" in proc.stderr
+  assert "config.eval.temperature: 1.0 -> 0.5" in proc.stderr and pack_lines(out) == 8

@@ -195,3 +195,103 @@ def test_decode_phases_continue_long_rows_exactly(model):
   for p, c in zip(prompts, comps):
     lp, _ = shifted_token_logprobs(model, jnp.asarray([p + c.token_ids]), temperature=1.0)
     np.testing.assert_allclose(np.asarray(lp[0, len(p):]), c.logprobs, atol=1e-4)
+
+
+# -- per-request seeds: a reply's draws depend on its own seed alone -------------------------------------------
+
+SEEDED = [[5, 17, 99, 230, 41, 7], [300, 12, 8], list(range(20, 45))]
+SEEDS = (11, 2**31 + 5, 7)
+
+
+def sampled(seeds, max_tokens=20, stop=()):
+  return SamplingParams(temperature=1.0, max_tokens=max_tokens, seeds=seeds, stop_token_ids=stop)
+
+
+def assert_same_reply(got, want):
+  """Same tokens, finish reason and logprobs (float32 sums of other batch shapes: 1e-5, as above)."""
+  assert got.token_ids == want.token_ids and got.finish_reason == want.finish_reason
+  np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-5)
+
+
+def test_per_request_seeds_make_replies_independent_of_the_batch(model, engine):
+  """A (prompt, seed) request gets the same completion alone, in a batch with other prompts, in another
+  order, split over runs of ``max_slots`` and continued over decode phases next to a row that stops at once:
+  a resumed evaluation regenerates its remaining replies in other batches and must get the same ones."""
+  eng = engine
+  alone = [eng.generate([p], sampled((s,)))[0] for p, s in zip(SEEDED, SEEDS)]
+  # sampled at T=1 on the peaked model: varied tokens, so a changed key shows as changed tokens
+  assert all(len(set(c.token_ids)) >= 5 for c in alone), [c.token_ids for c in alone]
+  together = eng.generate(SEEDED, sampled(SEEDS))
+  reordered = eng.generate(SEEDED[::-1], sampled(SEEDS[::-1]))[::-1]
+  split = JaxEngine(model, max_slots=2, max_seq_len=256, seed=1).generate(SEEDED, sampled(SEEDS))  # runs of 2, 1
+  for got in (together, reordered, split):
+    for g, a in zip(got, alone):
+      assert_same_reply(g, a)
+  # the same prompt under two seeds in one call: its own reply for each seed, not clones
+  twice = eng.generate([SEEDED[0], SEEDED[0]], sampled((SEEDS[0], 12345)))
+  assert_same_reply(twice[0], alone[0])
+  assert twice[1].token_ids != alone[0].token_ids
+  # decode phases: row 1 stops on its first token, so the other two (of a batch of 4 with one padding row)
+  # continue in a second batch of 2
+  stop = alone[1].token_ids[0]
+  assert stop not in alone[0].token_ids + alone[2].token_ids
+  before = eng.stats["decode_phases"]
+  phased = eng.generate(SEEDED, sampled(SEEDS, stop=(stop,)))
+  assert eng.stats["decode_phases"] - before == 2
+  assert phased[1].token_ids == [stop] and phased[1].finish_reason == "stop"
+  np.testing.assert_allclose(phased[1].logprobs, alone[1].logprobs[:1], atol=1e-5)
+  assert_same_reply(phased[0], alone[0])
+  assert_same_reply(phased[2], alone[2])
+
+
+def test_call_seed_without_per_request_seeds_is_reproducible(model, engine):
+  """``seed`` alone: the call is reproducible whatever the engine's own key, copies of a prompt in the call
+  draw different replies; unseeded calls follow the engine's key stream (same engine seed, same replies)."""
+  a = engine
+  b = JaxEngine(model, max_slots=8, max_seq_len=256, seed=1)
+  g = SamplingParams(temperature=1.0, max_tokens=12, seed=3)
+  first = a.generate(SEEDED + [SEEDED[0]], g)
+  for got in (a.generate(SEEDED + [SEEDED[0]], g), b.generate(SEEDED + [SEEDED[0]], g)):
+    for x, y in zip(got, first):
+      assert x.token_ids == y.token_ids
+      np.testing.assert_allclose(x.logprobs, y.logprobs, atol=1e-5)
+  assert first[0].token_ids != first[3].token_ids
+  u = SamplingParams(temperature=1.0, max_tokens=12)
+  c = JaxEngine(model, max_slots=8, max_seq_len=256, seed=1)
+  ub, uc = b.generate(SEEDED, u), c.generate(SEEDED, u)  # both engines' first unseeded call
+  assert [x.token_ids for x in ub] == [x.token_ids for x in uc]
+  assert [x.token_ids for x in b.generate(SEEDED, u)] != [x.token_ids for x in ub]
+
+
+def test_changing_seeds_and_batch_composition_does_not_recompile(model):
+  """Row keys are traced kernel arguments: after one call of each keying (per-request seeds, call seed,
+  engine key), other seeds, another order and other prompts of the same length buckets compile nothing (XLA
+  backend compilations counted through ``jax.monitoring``, eager helper ops included)."""
+  eng = JaxEngine(model, max_slots=4, max_seq_len=256)
+  eng.generate(SEEDED, sampled(SEEDS, max_tokens=6))  # warm-up
+  eng.generate(SEEDED, SamplingParams(temperature=1.0, max_tokens=6, seed=8))
+  eng.generate(SEEDED, SamplingParams(temperature=1.0, max_tokens=6))
+  compiles = []
+
+  def count(event, secs, **kw):
+    if event == "/jax/core/compile/backend_compile_duration":
+      compiles.append(secs)
+
+  jax.monitoring.register_event_duration_secs_listener(count)
+  try:
+    eng.generate(SEEDED[::-1], sampled((1, 2, 3), max_tokens=6))
+    eng.generate([[1, 2, 3, 4], [7, 7], list(range(100, 130))], sampled((4, 5, 6), max_tokens=6))
+    eng.generate(SEEDED[::-1], SamplingParams(temperature=1.0, max_tokens=6, seed=9))
+    eng.generate(SEEDED, SamplingParams(temperature=1.0, max_tokens=6))
+  finally:
+    jax.monitoring.unregister_event_duration_listener(count)
+  assert not compiles, f"{len(compiles)} XLA compilations after warm-up"
+
+
+def test_bad_per_request_seeds_raise_clear_errors(engine):
+  with pytest.raises(ValueError, match="2 entries for 3 requests"):
+    engine.generate(SEEDED, sampled((1, 2)))
+  with pytest.raises(ValueError, match=r"\[0, 2\*\*32\)"):
+    engine.generate(SEEDED[:1], sampled((-1,)))
+  with pytest.raises(ValueError, match=r"\[0, 2\*\*32\)"):
+    engine.generate(SEEDED[:1], sampled((2**32,)))

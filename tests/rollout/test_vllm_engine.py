@@ -134,6 +134,28 @@ def test_seeded_requests_are_reproducible_and_independent(engine):
   assert len({tuple(o.token_ids) for o in first}) > 1
 
 
+def test_per_request_seeds_give_the_same_reply_in_any_batch(engine, prompts):
+  """``SamplingParams.seeds``: a (prompt, seed) request draws the same completion alone as in a batch with
+  other prompts (in another order), and one prompt under two seeds gets two replies."""
+  seeds = (5, 2**31 - 1, 77)
+
+  def sampled(s):
+    return SamplingParams(temperature=1.0, max_tokens=16, seeds=s)
+
+  alone = [engine.generate([p], sampled((s,)))[0] for p, s in zip(prompts[:3], seeds)]
+  batch = engine.generate(prompts[3:] + prompts[:3][::-1], sampled((9,) + seeds[::-1]))[1:][::-1]
+  for a, b in zip(alone, batch):
+    assert a.token_ids == b.token_ids
+    np.testing.assert_allclose(a.logprobs, b.logprobs, atol=ATOL)
+  assert len({t for a in alone for t in a.token_ids}) > 8  # sampled, varied replies
+  twice = engine.generate([prompts[0]] * 2, sampled((seeds[0], 123)))
+  assert twice[0].token_ids == alone[0].token_ids and twice[1].token_ids != alone[0].token_ids
+  with pytest.raises(ValueError, match="2 entries for 3 requests"):
+    engine.generate(prompts[:3], sampled((1, 2)))
+  with pytest.raises(ValueError, match=r"\[0, 2\*\*63\)"):
+    engine.generate(prompts[:1], sampled((2**63,)))
+
+
 def test_greedy_matches_transformers_generate(engine, model, peaked_ckpt, prompts):
   import torch
   from transformers import AutoModelForCausalLM
