@@ -1,9 +1,9 @@
 """Tiny CPU CoD experiment (the README's main job): tiny Qwen3 -> SFT warm start -> CoD RL -> final eval.
 
-Everything runs on 2 CPU cores in about 20 minutes (measured 2026-12-01, README "What the main job shows"):
-after SFT the solve reward rises with the pack position (+0.25 +- 0.04 from position 0 to 3, 200 packs), and
-the 10 CoD RL steps raise the mean solve reward by +0.029 +- 0.018 (paired, +1.7 s.e.; other hosts and seeds:
-README).
+Everything runs on 2 CPU cores in about 20 minutes (measured 2026-12-02, README "What the main job shows"):
+after SFT the solve reward rises with the pack position (+0.17 +- 0.04 from position 0 to 3, 200 packs); the
+10 CoD RL steps change the mean solve reward by +0.013 +- 0.013 (paired, +1.0 s.e.: not distinguishable from
+noise on this budget; earlier samplers measured +1.6 to +3.0 s.e., README).
 The environment is FrozenLake-Obscure's ``tiny`` preset (codjax/envs/frozenlake/presets.py: 3-4 side maps with few
 holes, a step budget of shortest path + 1, relative move feedback, compact text), because a randomly
 initialized 1-2M-parameter model cannot learn the paper's train preset on CPU in minutes
