@@ -114,10 +114,7 @@ class _CheckpointEngine:
     from codjax.train.config import model_compute_overrides
     from codjax.train.engines import build_engine
 
-    path = str(cfg.model.path)
-    if not path or not os.path.isfile(os.path.join(path, "config.json")):
-      raise ValueError(f"--engine={engine_name} evaluates a checkpoint: set --config.model.path to an HF "
-                       f"directory (got {path!r})")
+    path = str(cfg.model.path)  # (checked by check_options)
     maybe_initialize_distributed()
     mesh = mesh_from_config(cfg.mesh)
     model = from_pretrained(path, dtype=str(cfg.model.dtype), mesh=mesh, **model_compute_overrides(cfg.model))
@@ -146,13 +143,11 @@ class _TextPolicies:
     path = opts.tokenizer or str(cfg.model.path)
     self.tok = load_tokenizer(path) if (opts.tokenizer or (path and os.path.isdir(path))) else None
     self.server = None
-    if opts.engine == "openai":
-      from codjax.eval.runner import eval_seed, sampling_params, template_kwargs
+    if opts.engine == "openai":  # (--base_url and --model_name checked by check_options)
       from codjax.agents.chat_backend import OpenAIBackend
+      from codjax.eval.runner import eval_seed, sampling_params, template_kwargs
       from codjax.rollout.openai_engine import OpenAIEngine
 
-      if not opts.base_url or not opts.model_name:
-        raise ValueError("--engine=openai needs --base_url and --model_name")
       extra = {"chat_template_kwargs": template_kwargs(cfg)} if opts.server_template_kwargs else None
       self.server = OpenAIEngine(opts.base_url, opts.model_name, max_concurrency=opts.concurrency,
                                  timeout_s=opts.timeout_s, extra_body=extra)
@@ -258,14 +253,6 @@ def write_eval(out_dir: str, results: dict, meta: dict) -> str:
   return path
 
 
-def _count_records(path: str) -> int:
-  """Finished packs in a records file (0 if it does not exist)."""
-  if not os.path.exists(path):
-    return 0
-  with open(path, "rb") as f:
-    return sum(1 for line in f if line.startswith(b'{"record":"pack"'))
-
-
 def main(argv):
   del argv
   host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)  # before JAX starts its threads
@@ -275,7 +262,7 @@ def main(argv):
                  server_template_kwargs=_SERVER_TEMPLATE_KWARGS.value, expert_random_frac=_RANDOM_FRAC.value,
                  tokenizer=_TOKENIZER.value)
   signal.signal(signal.SIGTERM, _raise_interrupt)  # a scheduler's stop: keep what finished, say how to resume
-  from codjax.eval.records import RECORDS_FILE
+  from codjax.eval.records import RECORDS_FILE, finished_packs
   from codjax.rollout.openai_engine import ServerGone
 
   records_path = os.path.join(_OUT.value, RECORDS_FILE)
@@ -283,7 +270,7 @@ def main(argv):
     results, meta = evaluate(cfg, opts, _OUT.value, _RESUME.value)
   except (KeyboardInterrupt, ServerGone) as e:
     why = f"the server is gone: {e}" if isinstance(e, ServerGone) else f"interrupted ({e or 'KeyboardInterrupt'})"
-    kept = _count_records(records_path)
+    kept = finished_packs(_OUT.value)
     print(f"\nevaluation stopped, {why}\n{kept} finished pack(s) are kept in {records_path}.\n"
           f"Resume (after restarting the server, if one is gone) with:\n  {_resume_command()}", file=sys.stderr,
           flush=True)

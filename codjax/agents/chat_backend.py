@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from codjax.agents.episode import episode_turn_seed
+from codjax.agents.episode import episode_seeds
 from codjax.agents.token_backend import SEED_BY
 from codjax.rollout.base import SamplingParams
 
@@ -34,7 +34,7 @@ class OpenAIBackend:
       return []
     params = self.params
     if self.seed_by == "episode":
-      params = dataclasses.replace(params, seeds=tuple(episode_turn_seed(params.seed, ep) for ep in episodes))
+      params = dataclasses.replace(params, seeds=episode_seeds(params.seed, episodes))
     return [c.text for c in self.engine.chat([ep.messages for ep in episodes], params)]
 
   def release(self, episode) -> None:

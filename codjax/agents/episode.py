@@ -77,6 +77,11 @@ def episode_from_record(rec: dict[str, Any]) -> Episode:
   return Episode(**rec)
 
 
+def episode_seeds(seed: int, episodes: Sequence[Episode]) -> tuple[int, ...]:
+  """``episode_turn_seed`` of every episode: the per-request seeds (``SamplingParams.seeds``) of one call."""
+  return tuple(episode_turn_seed(seed, ep) for ep in episodes)
+
+
 def episode_turn_seed(seed: int, ep: Episode) -> int:
   """The sampling seed of ``ep``'s next reply: a function of ``seed`` and the episode's identity (environment,
   pack, repeat, kind, position) and turn only, so a reply's draws do not depend on which other episodes share
@@ -136,7 +141,8 @@ def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int
   """Advances all workflows until every one is finished; returns the number of backend calls.
 
   ``on_done(i)`` is called once for workflow ``workflows[i]`` right after the tick in which it finished (an
-  evaluation saves that result before the next backend call, so an interrupted run keeps it).
+  evaluation saves that result before the next backend call, so an interrupted run keeps it), or before the
+  first tick for a workflow that starts finished.
 
   A backend with a ``max_concurrent`` attribute (an engine with a fixed number of cache slots) is served at
   most that many episodes per call: the first ``max_concurrent`` unfinished workflows run, and a waiting one
@@ -144,40 +150,37 @@ def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int
   ``max_concurrent`` episodes ever hold per-episode backend state."""
   limit = getattr(backend, "max_concurrent", None)
   ticks = 0
-  reported = [False] * len(workflows)
-
-  def report():
-    if on_done is None:
-      return
-    for i, w in enumerate(workflows):
-      if not reported[i] and w.active_episode() is None:
-        reported[i] = True
-        on_done(i)
-
-  report()
+  if on_done is not None:  # (a workflow may start finished)
+    for i in [i for i, w in enumerate(workflows) if w.active_episode() is None]:
+      on_done(i)
   while True:
     active = []
-    for w in workflows:
+    for i, w in enumerate(workflows):
       ep = w.active_episode()
       if ep is not None:
-        active.append((w, ep))
+        active.append((i, w, ep))
         if limit is not None and len(active) == limit:
           break
     if not active:
       return ticks
     if ticks >= max_ticks:
       raise RuntimeError(f"lock-step runner exceeded {max_ticks} ticks; a workflow does not terminate")
-    texts = backend.respond([ep for _, ep in active])
+    texts = backend.respond([ep for _, _, ep in active])
     if len(texts) != len(active):
       raise RuntimeError(f"backend returned {len(texts)} responses for {len(active)} episodes")
-    for (w, ep), text in zip(active, texts):
+    finished = []
+    for (i, w, ep), text in zip(active, texts):
       ep.add_message("assistant", text)
       ep.num_turns += 1
       w.on_response(text)
       if w.active_episode() is not ep:
         backend.release(ep)
+        if w.active_episode() is None:
+          finished.append(i)
     ticks += 1
-    report()
+    if on_done is not None:
+      for i in finished:
+        on_done(i)
 
 
 def run_repeats(backend: Backend, packs: Sequence, repeats: int, make_workflow,

@@ -19,7 +19,7 @@ import dataclasses
 import itertools
 from typing import Sequence
 
-from codjax.agents.episode import Episode, episode_turn_seed
+from codjax.agents.episode import Episode, episode_seeds
 from codjax.models.tokenizer import ChatDeltaRenderer, encode_chat
 from codjax.rollout.base import SamplingParams
 
@@ -138,8 +138,7 @@ class EngineBackend(_TokenRecorder):
     budgets = [self.max_prompt_tokens - len(p) for p in prompts]
     params = dataclasses.replace(self.params, max_tokens=max(1, min(self.params.max_tokens, max(budgets))))
     if self.seed_by == "episode":
-      params = dataclasses.replace(params, seed=None,
-                                   seeds=tuple(episode_turn_seed(self.seed, episodes[i]) for i in run))
+      params = dataclasses.replace(params, seed=None, seeds=episode_seeds(self.seed, [episodes[i] for i in run]))
     elif self.seed is not None:
       from codjax.envs.base import derive_seed
 

@@ -39,6 +39,15 @@ _SAMPLE_BYTES = 1 << 20
 _SAMPLES = 16
 
 
+def finished_packs(out_dir: str) -> int:
+  """Pack records in ``out_dir``'s records file (0 if there is none), read without opening it for resume."""
+  path = os.path.join(out_dir, RECORDS_FILE)
+  if not os.path.exists(path):
+    return 0
+  with open(path, "rb") as f:
+    return sum(1 for line in f if line.startswith(b'{"record":"pack"') and line.endswith(b"\n"))
+
+
 class RecordsMismatch(ValueError):
   """The directory holds records of a different evaluation (another config, engine or checkpoint)."""
 

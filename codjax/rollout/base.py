@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol, Sequence
 
+import numpy as np
+
 
 @dataclasses.dataclass(frozen=True)
 class SamplingParams:
@@ -51,9 +53,22 @@ class SamplingParams:
       raise ValueError(f"SamplingParams.seeds has {len(self.seeds)} entries for {n} requests")
     return self.seeds
 
+  def stream_seeds(self, n: int) -> list[int | None]:
+    """One seed per request of a call of ``n``, for engines that seed every request separately (vLLM, HTTP):
+    ``seeds[i]`` when given, else ``request_seed(seed, i)``, else None (unseeded)."""
+    seeds = self.request_seeds(n)
+    if seeds is not None:
+      return list(seeds)
+    return [None if self.seed is None else request_seed(self.seed, i) for i in range(n)]
+
   @property
   def greedy(self) -> bool:
     return self.temperature == 0
+
+
+def request_seed(seed: int, index: int) -> int:
+  """Seed of request ``index`` in a call seeded with ``seed`` (independent streams per request)."""
+  return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
 
 
 @dataclasses.dataclass

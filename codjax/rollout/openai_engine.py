@@ -65,7 +65,6 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from codjax.rollout.base import Completion, SamplingParams
-from codjax.rollout.vllm_engine import request_seed
 
 _TRANSIENT_EXCEPTIONS = (requests.ConnectionError, requests.Timeout)  # raised once urllib3's retries are spent
 RETRY_STATUSES = frozenset([429, *range(500, 600)])
@@ -344,14 +343,6 @@ class OpenAIEngine:
       body["seed"] = seed
     return body
 
-  @staticmethod
-  def _request_seeds(params: SamplingParams, n: int) -> list[int | None]:
-    """Request i's seed: ``params.seeds[i]``, else ``request_seed(params.seed, i)``, else none."""
-    seeds = params.request_seeds(n)
-    if seeds is not None:
-      return list(seeds)
-    return [None if params.seed is None else request_seed(params.seed, i) for i in range(n)]
-
   def chat(self, conversations: Sequence[Sequence[dict[str, str]]], params: SamplingParams, *,
            logprobs: bool = False) -> list[Completion]:
     """One chat completion per conversation (lists of ``{"role", "content"}``), in input order."""
@@ -366,7 +357,7 @@ class OpenAIEngine:
       body.update(self.extra_body)
       return self._chat_completion(self.post("chat/completions", body))
 
-    return self._map(one, list(zip(self._request_seeds(params, len(conversations)), conversations)))
+    return self._map(one, list(zip(params.stream_seeds(len(conversations)), conversations)))
 
   @staticmethod
   def _chat_completion(data: dict[str, Any]) -> Completion:
@@ -408,7 +399,7 @@ class OpenAIEngine:
       return Completion(token_ids=[int(t) for t in ids], logprobs=[float(x) for x in lps],
                         finish_reason=choice.get("finish_reason") or "stop", text=choice.get("text"))
 
-    return self._map(one, list(zip(self._request_seeds(params, len(prompts)), prompts)))
+    return self._map(one, list(zip(params.stream_seeds(len(prompts)), prompts)))
 
   def end_session(self, session_id: int) -> None:
     del session_id  # stateless client

@@ -127,11 +127,6 @@ def _to_torch(w: np.ndarray):
   return torch.from_numpy(np.ascontiguousarray(w))
 
 
-def request_seed(seed: int, index: int) -> int:
-  """Seed of request ``index`` in a call seeded with ``seed`` (independent streams per request)."""
-  return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
-
-
 class VllmEngine:
   """A ``RolloutEngine`` over ``vllm.LLM`` (see the module docstring for the logprob semantics)."""
 
@@ -194,17 +189,13 @@ class VllmEngine:
 
   # -- generation ------------------------------------------------------------------------------------------
 
-  def _vllm_params(self, params: SamplingParams, index: int, seeds: Sequence[int] | None = None):
-    """vLLM's parameters of request ``index``: its seed is ``seeds[index]`` (the call's per-request seeds)
-    when given, else derived from (``params.seed``, index); greedy requests are unseeded."""
+  def _vllm_params(self, params: SamplingParams, seed: int | None):
+    """vLLM's parameters of one request with its seed (``SamplingParams.stream_seeds``); greedy requests are
+    unseeded."""
     if params.greedy:
       seed = None
-    elif seeds is not None:
-      seed = int(seeds[index])
-      if not 0 <= seed < 2**63:
-        raise ValueError(f"vLLM request seeds must be in [0, 2**63), got {seed}")
-    else:
-      seed = None if params.seed is None else request_seed(params.seed, index)
+    elif seed is not None and not 0 <= seed < 2**63:
+      raise ValueError(f"vLLM request seeds must be in [0, 2**63), got {seed}")
     return self._vllm.SamplingParams(
         temperature=params.temperature, top_p=params.top_p, top_k=params.top_k, max_tokens=params.max_tokens,
         stop_token_ids=list(params.stop_token_ids), ignore_eos=True, seed=seed, logprobs=0,
@@ -217,7 +208,7 @@ class VllmEngine:
     self._check_open()
     if not prompts:
       return []
-    seeds = params.request_seeds(len(prompts))
+    seeds = params.stream_seeds(len(prompts))
     token_prompts = []
     for i, p in enumerate(prompts):
       ids = [int(t) for t in p]
@@ -226,7 +217,7 @@ class VllmEngine:
       if len(ids) >= self.max_model_len:
         raise ValueError(f"prompt {i} has {len(ids)} tokens; max_model_len is {self.max_model_len}")
       token_prompts.append(self._tokens_prompt(prompt_token_ids=ids))
-    outs = self._llm.generate(token_prompts, [self._vllm_params(params, i, seeds) for i in range(len(prompts))],
+    outs = self._llm.generate(token_prompts, [self._vllm_params(params, seed) for seed in seeds],
                               use_tqdm=False)
     return [self._completion(o.outputs[0]) for o in outs]
 

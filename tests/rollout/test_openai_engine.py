@@ -25,7 +25,7 @@ from codjax.rl.logprobs import shifted_token_logprobs
 from codjax.rollout.base import SamplingParams
 from codjax.agents.chat_backend import OpenAIBackend
 from codjax.rollout.openai_engine import OpenAIEngine, OpenAIHTTPError, ServerGone
-from codjax.rollout.vllm_engine import request_seed
+from codjax.rollout.base import request_seed
 from codjax.rollout.vllm_server import VllmServer
 
 ATOL = 1e-4
