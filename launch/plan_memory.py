@@ -4,6 +4,12 @@ documents every row and the activation formula).
 
   python launch/plan_memory.py --config=experiments/cod_frozenlake_qwen3_8b.py [--config.mesh.data=1]
       [--devices=N] [--device_memory_gib=80] [--model_preset=qwen3-8b] [--rows=R]
+  python launch/plan_memory.py --config=experiments/pde_discovery_qwen3_6_27b.py --config.mesh.data=1 \
+      --devices=8 --device_memory_gib=141 [--model_preset=qwen3.6-35b-a3b]
+
+Both families plan: dense Qwen3 and the Qwen3.5/3.6 hybrid (dense or MoE; expert weights split over the
+mesh's ``expert`` axis), whose rollout cache is KV for the full-attention layers plus a per-slot recurrent
+state for the Gated DeltaNet layers.
 
 No device, checkpoint or accelerator is needed: the mesh is an AbstractMesh of the config's sizes (``--devices``
 fills a -1 axis), and the architecture comes from ``--model_preset``, the checkpoint's config.json when

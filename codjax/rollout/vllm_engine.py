@@ -239,15 +239,23 @@ class VllmEngine:
 
   def _check_architecture(self, model) -> None:
     hf = self._llm.llm_engine.model_config.hf_config
+    if hasattr(hf, "get_text_config"):  # vision-language checkpoints (Qwen3.5/3.6) nest the decoder's config
+      hf = hf.get_text_config()
     cfg = model.cfg
     for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                  "num_key_value_heads", "head_dim", "intermediate_size", "tie_word_embeddings"):
-      if hasattr(hf, field) and getattr(hf, field) != getattr(cfg, field):
+                  "num_key_value_heads", "head_dim", "intermediate_size", "tie_word_embeddings", "layer_types",
+                  "linear_num_key_heads", "linear_num_value_heads", "num_experts", "num_experts_per_tok"):
+      if not hasattr(cfg, field) or (field == "intermediate_size" and getattr(cfg, "is_moe", False)):
+        continue
+      ours = list(getattr(cfg, field)) if field == "layer_types" else getattr(cfg, field)
+      theirs = getattr(hf, field, None)
+      if theirs is not None and (list(theirs) if field == "layer_types" else theirs) != ours:
         raise ValueError(f"cannot load weights into the running engine: {field} is {getattr(cfg, field)} in "
                          f"the model but {getattr(hf, field)} in the engine")
 
   def update_weights(self, model) -> None:
-    """Pushes ``model``'s parameters (a codjax ``Qwen3``) into the engine and drops its prefix cache."""
+    """Pushes ``model``'s parameters (a codjax ``Qwen3`` or ``Qwen35``: the same HF names vLLM's loader reads,
+    ``codjax.models.hf_tensors``) into the engine and drops its prefix cache."""
     self._check_open()
     self._check_architecture(model)
     if self.weight_sync == "iterator":

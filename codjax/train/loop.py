@@ -26,8 +26,8 @@ from codjax.agents.token_backend import EngineBackend
 from codjax.envs.base import derive_seed
 from codjax.models import from_pretrained, save_pretrained
 from codjax.models.tokenizer import load_tokenizer
-from codjax.parallel import maybe_initialize_distributed, mesh_from_config
-from codjax.models.qwen3 import PARAM_LOGICAL_AXES
+from codjax.parallel import batch_shards, maybe_initialize_distributed, mesh_from_config
+from codjax.models.axes import PARAM_LOGICAL_AXES
 from codjax.parallel.sharding import state_shardings
 from codjax.rl.batch import TrainSequence, assemble_batch
 from codjax.rl.train_step import init_train_state, make_optimizer, make_train_step
@@ -71,7 +71,8 @@ def ensure_model_dir(cfg) -> str:
     tiny = dict(cfg.model.tiny)
     tiny.pop("corpus_packs")
     vocab = tiny.pop("vocab_size")
-    make_tiny_checkpoint(path, corpus=corpus, vocab_size=vocab, seed=int(cfg.model.init_seed), **tiny)
+    make_tiny_checkpoint(path, corpus=corpus, vocab_size=vocab, seed=int(cfg.model.init_seed),
+                         model_preset=tiny.pop("preset", "tiny"), **tiny)
   return path
 
 
@@ -245,7 +246,7 @@ class Trainer:
 
       label_of_pack = {p.pack_id: self._label_of_family[id(p.family)] for p in packs}
       attach_teacher_logprobs(self.teachers, seqs, [label_of_pack[ep.pack_id] for ep in eps])
-    shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+    shards = batch_shards(self.mesh)
     batch, bstats = assemble_batch(seqs, int(cfg.train.seq_len), pack=bool(cfg.train.pack),
                                    row_multiple=int(cfg.train.num_microbatches) * shards,
                                    bucket_len=not cfg.train.pack, with_teacher=self.teachers is not None)

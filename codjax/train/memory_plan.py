@@ -1,9 +1,11 @@
 """Per-device memory plan of a training config, from shapes and shardings only (``launch/plan_memory.py``).
 
-Nothing is allocated. The model is built with ``nnx.eval_shape`` and the optimizer state with
+Nothing is allocated. The model (dense Qwen3, or the Qwen3.5/3.6 hybrid of Gated DeltaNet and gated attention,
+dense or mixture of experts) is built with ``nnx.eval_shape`` and the optimizer state with
 ``jax.eval_shape(optimizer.init)``; every leaf's per-device shard comes from the trainer's own logical-axis
-rules (``codjax.parallel.state_shardings``) on a ``jax.sharding.AbstractMesh`` of the config's
-(data, fsdp, tensor) sizes, so any device count can be planned on any machine.
+rules (``codjax.parallel.state_shardings`` with the architecture's ``PARAM_LOGICAL_AXES``: expert weights split
+over the ``expert`` axis) on a ``jax.sharding.AbstractMesh`` of the config's ``MESH_AXES`` sizes (data, fsdp,
+tensor, expert; an axis the config block lacks is 1), so any device count can be planned on any machine.
 
 Rows of the plan (bytes per device):
 
@@ -16,18 +18,21 @@ Rows of the plan (bytes per device):
 * optimizer state: the optax state of ``make_optimizer`` (AdamW keeps mu and nu in the parameter dtype).
 * activations of the train step for one microbatch (formula below).
 * rollout engine: ``jax``: the KV cache (k^T [L, slots, K, H, S] and v [L, slots, K, S, H], sharded as
-  ``cache_k_lbkhs`` / ``cache_v_lbksh``, slots rounded up to a multiple of data * fsdp, S = max prompt + max
-  response + 1) plus the engine's copy of the parameters; ``vllm``: ``gpu_memory_utilization`` x device
-  memory on the device(s) vLLM runs on (its weights and KV cache live inside that reservation); any other
-  engine name is an error.
+  ``cache_k_lbkhs`` / ``cache_v_lbksh``, slots rounded up to a multiple of data * fsdp * expert, S = max
+  prompt + max response + 1) plus the engine's copy of the parameters. The hybrid's cache
+  (``Qwen35.init_cache``, sharded by ``CACHE_LOGICAL_AXES``): the KV cache of its A full layers only, and per
+  slot and linear layer the float32 recurrent state [Hv, dk, dv] (Hv dk dv 4 bytes, heads over ``tensor``) and
+  the last W-1 convolution inputs of the q | k | v channels ((2 Hk dk + Hv dv)(W-1) a bytes), independent of
+  S. ``vllm``: ``gpu_memory_utilization`` x device memory on the device(s) vLLM runs on (its weights and KV
+  cache live inside that reservation); any other engine name is an error.
 
 Evaluation configs (``total_steps`` 0) have no gradient or activation rows; their optimizer state is still
 counted because the Trainer allocates it when it starts.
 
-Activations. With R the batch's row count, k microbatches, P = data * fsdp batch shards, b = R / (k P) rows
-per device per microbatch, T = ``train.seq_len``, n = b T tokens, a = bytes of ``model.dtype``, and the
-architecture's D, F, N (query heads), K (kv heads), H (head dim), L, V, where N, K, F and V are divided by
-the tensor size when it divides them:
+Activations. With R the batch's row count, k microbatches, P = data * fsdp * expert batch shards,
+b = R / (k P) rows per device per microbatch, T = ``train.seq_len``, n = b T tokens, a = bytes of
+``model.dtype``, and the architecture's D, F, N (query heads), K (kv heads), H (head dim), L, V, where N, K,
+F and V are divided by the tensor size when it divides them:
 
   e   = a (4D + 3NH + 3KH + 3F) + s      bytes one layer keeps per token for its backward pass: the layer
         input, two RMSNorm outputs, the post-attention residual, raw and normed/rotated q and k, v, the
@@ -47,6 +52,31 @@ the tensor size when it divides them:
   batch          f R/P T 4 (the step's int32/float32 [R, T] inputs, sharded over P): f = 7, + 1 teacher
                  logprobs (opd), + 1 reference logprobs (KL)
 
+Hybrid layers (``Qwen35Config``). Per token and layer, with Hk, Hv linear key / value heads of dims dk, dv
+(divided by the tensor size like N, K), X = 2 Hk dk + Hv dv the q | k | v channels, W the convolution width,
+C = min(delta_chunk_size, T) and M the MLP term (the residuals of the jaxpr, counted once per buffer):
+
+  M        dense: a 6F (gate, up, silu's internals, the product).  MoE (top-k of E experts of width Fe, shared
+           expert Fs; Fe, Fs over tensor): a (2kD + 6k Fe + 6Fs + D) + 8E (k routed copies of the input and of
+           the expert outputs, expert and shared MLPs, the combined output; float32 router logits and
+           probabilities). On CPU XLA lowers ragged_dot densely and keeps more than this
+  full     a (4D + 7NH + 4KH) + s + M: Qwen3's terms plus the output gate, its sigmoid and the gated output
+  linear   a (4D + 2 Hv dv) + 4 (2W + 3) X + 20 Hv dv + 4 Hv (9C + 6dk + 5dv + dk dv / C) + 8 Hk dk + 3 Hv C + M:
+           layer input, norms and residual, z and the output projection's input; the causal convolution's
+           float32 shifted inputs, their segment-masked copies, sum and silu; the gated norm (float32); the
+           chunked delta rule: nine [B, Hv, T/C, C, C] float32 matrices (decays and their masks, A, (I + A)^-1,
+           q k^T and the scan's copy), the [.., C, dk | dv] float32 chunks (q, k, k beta, W, decayed q and k,
+           v, U, outputs, the WY right-hand side), the state carried across chunks, the l2-normed q, k and
+           three boolean [C, C] masks
+  dots     only the weight matmuls are saved (``dots_with_no_batch_dims_saveable``): full a (3D + 2NH + 2KH)
+           + M', linear a (3D + X + Hv dv + 2Hv) + M'; M' = a 2F dense, a (E + 2Fs + 1) MoE
+
+The layers run as L / p blocks of p layers (p = ``layer_period``: 3 linear + 1 full), and remat wraps a block:
+saved = n (A full + R linear) for none, n (A full' + R linear') for dots, (L / p) n a D for full; working =
+n max(layer) for none (a layer's cotangents), n block otherwise (one block recomputed, freed layer by layer
+in its backward pass). MoE models add the [L, n, E] float32 router logits of the load-balancing loss; rope
+uses the rotary dimension.
+
 R defaults to the worst case: every episode in its own row. A CoD step has packs_per_step x G trajectories
 of S solve episodes plus S - 1 update episodes (with hints); rows are padded to the trainer's bucket of a
 multiple of k P (``codjax.rl.batch``). ``rows`` overrides the unpadded row count (for example the packed row
@@ -54,10 +84,12 @@ count of a measured step).
 
 Accuracy: against XLA's buffer assignment of the real train step on CPU (tests/launch/test_plan_memory.py),
 activations + gradients come out at 1.17-1.23x XLA's temporary bytes for remat full, 0.86-0.99x for dots and
-0.82-0.87x for none. Not modeled: allocator fragmentation, the optimizer update's transient copies (they
-live after the activations are freed), vLLM's and CUDA's own overheads outside the reservation, and JAX's
-default preallocation (set ``XLA_PYTHON_CLIENT_MEM_FRACTION`` below 1 - gpu_memory_utilization when vLLM
-shares the GPU).
+0.82-0.87x for none; for the hybrid (8-12 layers, so the block scan iterates) at 1.06-1.08x for full,
+1.20-1.22x for dots and 0.80-0.91x for none. The hybrid's terms are calibrated on CPU XLA, which fuses less
+than a GPU compile: read them as an upper estimate there. Not modeled: allocator fragmentation, the optimizer
+update's transient copies (they live after the activations are freed), vLLM's and CUDA's own overheads
+outside the reservation, and JAX's default preallocation (set ``XLA_PYTHON_CLIENT_MEM_FRACTION`` below 1 -
+gpu_memory_utilization when vLLM shares the GPU).
 """
 
 from __future__ import annotations
@@ -71,10 +103,13 @@ import numpy as np
 from flax import nnx
 from jax.sharding import AbstractMesh, AxisType, NamedSharding
 
-from codjax.models import Qwen3Config, abstract_model, preset
-from codjax.models.config import DTYPES, PRESETS
-from codjax.models.qwen3 import BLOCK_Q, PARAM_LOGICAL_AXES
-from codjax.parallel.mesh import MESH_AXES
+from codjax.models import abstract_model, preset
+from codjax.models import qwen3 as qwen3_lib
+from codjax.models import qwen3_5 as qwen3_5_lib
+from codjax.models.config import (ALL_PRESETS, DTYPES, ModelConfig, Qwen3Config, Qwen35Config,
+                                  config_from_pretrained_dir)
+from codjax.models.qwen3 import BLOCK_Q
+from codjax.parallel.mesh import MESH_AXES, batch_shards
 from codjax.parallel.sharding import ACTIVATION_AXES, logical_to_spec, state_shardings
 from codjax.rl.batch import row_bucket
 from codjax.rl.logprobs import vocab_chunks as used_vocab_chunks
@@ -85,42 +120,63 @@ GIB = 1024**3
 
 
 def compute_settings(cfg) -> dict:
-  """The ``Qwen3Config`` compute fields of ``cfg.model`` (dtypes, remat, attention, layer loop)."""
+  """The compute fields of ``cfg.model`` shared by both architecture configs (dtypes, remat, attention, layer
+  loop)."""
   m = cfg.model
   return dict(param_dtype=str(m.param_dtype or m.dtype), dtype=str(m.dtype), remat=str(m.remat),
               attention_impl=str(m.attention_impl), scan_layers=bool(m.scan_layers))
 
 
-def resolve_architecture(cfg, model_preset: str | None = None) -> tuple[Qwen3Config, str]:
-  """The architecture to plan for, and where it came from.
+def param_logical_axes(arch: ModelConfig) -> dict:
+  """The logical-axis table of the architecture's parameters (Qwen3 or the Qwen3.5/3.6 hybrid)."""
+  return (qwen3_5_lib if isinstance(arch, Qwen35Config) else qwen3_lib).PARAM_LOGICAL_AXES
 
-  Order: ``model_preset``; the config.json at ``model.path`` when it exists; ``model.preset``; the
-  ``model.tiny`` architecture when ``model.make_tiny``; ``model.arch`` (the preset name an experiment gives
-  for a checkpoint it does not ship). Compute settings (dtype, remat, attention) come from the config."""
+
+def _tiny_architecture(m, compute: dict) -> ModelConfig:
+  """``make_tiny_checkpoint``'s architecture for ``model.tiny``: its preset with the tiny fields that are
+  architecture fields (the rest are tokenizer options), the vocabulary at its upper bound."""
+  name = str(m.tiny.get("preset", "tiny"))
+  cls = Qwen35Config if isinstance(preset(name), Qwen35Config) else Qwen3Config
+  fields = {f.name for f in dataclasses.fields(cls)}
+  tiny = {k: v for k, v in m.tiny.items() if k in fields}
+  if m.tiny.get("tokenizer", "bpe") == "qwen3.5":
+    from codjax.models.qwen_tokenizer import VOCAB_ROWS
+
+    tiny["vocab_size"] = VOCAB_ROWS
+  else:
+    tiny["vocab_size"] = -(-int(tiny["vocab_size"]) // 64) * 64  # make_tiny_checkpoint's upper bound
+  return preset(name, **tiny, **compute)
+
+
+def resolve_architecture(cfg, model_preset: str | None = None) -> tuple[ModelConfig, str]:
+  """The architecture to plan for (a ``Qwen3Config`` or a ``Qwen35Config``), and where it came from.
+
+  Order: ``model_preset``; the config.json at ``model.path`` when it exists (either family, by its
+  model_type); ``model.preset``; the ``model.tiny`` architecture when ``model.make_tiny``; ``model.arch`` (the
+  preset name an experiment gives for a checkpoint it does not ship). Compute settings (dtype, remat,
+  attention) come from the config."""
   m = cfg.model
   compute = compute_settings(cfg)
   if model_preset:
     return preset(model_preset, **compute), f"--model_preset={model_preset}"
   if m.path and os.path.isfile(os.path.join(m.path, "config.json")):
-    return Qwen3Config.from_pretrained_dir(m.path, **compute), os.path.join(m.path, "config.json")
+    return config_from_pretrained_dir(m.path, **compute), os.path.join(m.path, "config.json")
   if m.preset:
     return preset(str(m.preset), **compute), f"model.preset={m.preset}"
   if m.make_tiny:
-    fields = {f.name for f in dataclasses.fields(Qwen3Config)}
-    tiny = {k: v for k, v in m.tiny.items() if k in fields}  # the rest are tokenizer options
-    tiny["vocab_size"] = -(-int(tiny["vocab_size"]) // 64) * 64  # make_tiny_checkpoint's upper bound
-    return preset("tiny", **tiny, **compute), "model.tiny (make_tiny)"
+    return _tiny_architecture(m, compute), "model.tiny (make_tiny)"
   arch = m.get("arch", "")
   if arch:
     return preset(str(arch), **compute), f"model.arch={arch} ({m.path!r} not found)"
   raise ValueError(f"cannot tell the model architecture: {m.path!r} has no config.json and the config names no "
                    "preset (model.preset / model.arch); pass --model_preset=<name>, one of "
-                   f"{sorted(PRESETS)}")
+                   f"{sorted(ALL_PRESETS)}")
 
 
 def mesh_sizes(mesh_cfg, devices: int | None = None) -> dict[str, int]:
-  """(data, fsdp, tensor) sizes; one -1 axis takes the remaining ``devices`` (default: jax.device_count())."""
-  sizes = [int(mesh_cfg[ax]) for ax in MESH_AXES]
+  """Sizes of every axis of ``MESH_AXES`` (data, fsdp, tensor required; another axis, such as expert, is 1 when
+  the block lacks it); one -1 axis takes the remaining ``devices`` (default: jax.device_count())."""
+  sizes = [int(mesh_cfg[ax] if ax in ("data", "fsdp", "tensor") else mesh_cfg.get(ax, 1)) for ax in MESH_AXES]
   if sum(s == -1 for s in sizes) > 1 or any(s == 0 or s < -1 for s in sizes):
     raise ValueError(f"mesh sizes must be positive with at most one -1, got {dict(zip(MESH_AXES, sizes))}")
   known = math.prod(s for s in sizes if s != -1)
@@ -135,7 +191,7 @@ def mesh_sizes(mesh_cfg, devices: int | None = None) -> dict[str, int]:
 
 
 def abstract_mesh(sizes: dict[str, int]) -> AbstractMesh:
-  return AbstractMesh(tuple(sizes[a] for a in MESH_AXES), MESH_AXES, axis_types=(AxisType.Auto,) * 3)
+  return AbstractMesh(tuple(sizes[a] for a in MESH_AXES), MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
 
 
 def device_bytes(tree, shardings) -> int:
@@ -170,40 +226,107 @@ def batch_fields(cfg) -> int:
   return 7 + int(cfg.algorithm.loss == "opd") + int(reference_on(cfg))
 
 
-def activation_bytes(arch: Qwen3Config, rows: int, seq_len: int, tp: int, vocab_chunks: int) -> dict[str, int]:
+def _attention_scores(arch: ModelConfig, n_h: int, t: int, a: int) -> int:
+  """Per-token bytes of the attention probabilities a layer keeps (the ``s`` term of the module docstring)."""
+  if arch.attention_impl == "xla":
+    return n_h * t * (a + 4)
+  if arch.attention_impl == "blockwise":  # a query attends (T + block) / 2 keys on average
+    return int(n_h * (t + min(t, BLOCK_Q)) / 2 * (a + 4))
+  return 4 * n_h
+
+
+def _tail_rows(arch: ModelConfig, rows: int, t: int, tp: int, vocab_chunks: int, a: int, half_rope: int) -> dict:
+  n = rows * t
+  c = used_vocab_chunks(arch.vocab_size, vocab_chunks)
+  vc = _div(arch.vocab_size // c, tp)
+  return {
+      "attention mask": int(rows * t * t + t * t),
+      "hidden states and rope": int(2 * n * arch.hidden_size * a + 2 * n * half_rope * 4),
+      f"logprob chunk (V/{c})": int(4 * n * vc * 4 + 4 * c * n * 4),
+  }
+
+
+def activation_bytes(arch: ModelConfig, rows: int, seq_len: int, tp: int, vocab_chunks: int) -> dict[str, int]:
   """Train-step activations of ``rows`` rows of ``seq_len`` tokens on one device (module docstring)."""
+  if isinstance(arch, Qwen35Config):
+    return hybrid_activation_bytes(arch, rows, seq_len, tp, vocab_chunks)
   a = np.dtype(DTYPES[arch.dtype]).itemsize
   d, h, l = arch.hidden_size, arch.head_dim, arch.num_hidden_layers
   n_h, k_h, f = _div(arch.num_attention_heads, tp), _div(arch.num_key_value_heads, tp), _div(arch.intermediate_size, tp)
   t = seq_len
   n = rows * t
-  if arch.attention_impl == "xla":
-    s = n_h * t * (a + 4)
-  elif arch.attention_impl == "blockwise":  # a query attends (T + block) / 2 keys on average
-    s = int(n_h * (t + min(t, BLOCK_Q)) / 2 * (a + 4))
-  else:
-    s = 4 * n_h
-  e = a * (4 * d + 3 * n_h * h + 3 * k_h * h + 3 * f) + s
+  e = a * (4 * d + 3 * n_h * h + 3 * k_h * h + 3 * f) + _attention_scores(arch, n_h, t, a)
   if arch.remat == "none":
     saved, work = l * n * e, n * e
   elif arch.remat == "dots":
     saved, work = l * n * a * (3 * d + n_h * h + 2 * k_h * h + 2 * f), 2 * n * e
   else:
     saved, work = l * n * a * d, 2 * n * e
-  c = used_vocab_chunks(arch.vocab_size, vocab_chunks)
-  vc = _div(arch.vocab_size // c, tp)
   return {
       f"saved layer activations (remat {arch.remat})": int(saved),
       "working layer (backward)": int(work),
-      "attention mask": int(rows * t * t + t * t),
-      "hidden states and rope": int(2 * n * d * a + 2 * n * (h // 2) * 4),
-      f"logprob chunk (V/{c})": int(4 * n * vc * 4 + 4 * c * n * 4),
+      **_tail_rows(arch, rows, t, tp, vocab_chunks, a, h // 2),
   }
+
+
+def hybrid_layer_bytes(arch: Qwen35Config, seq_len: int, tp: int) -> dict[str, int]:
+  """Per-token bytes one Qwen3.5/3.6 layer keeps for its backward pass, by layer kind and remat policy
+  (module docstring, "Hybrid layers"): ``full`` / ``linear`` (remat none or the recomputed layer), their
+  ``*_dots`` counterparts (remat dots) and ``mlp`` / ``mlp_dots`` (included in all four)."""
+  a = np.dtype(DTYPES[arch.dtype]).itemsize
+  d, h = arch.hidden_size, arch.head_dim
+  n_h, k_h = _div(arch.num_attention_heads, tp), _div(arch.num_key_value_heads, tp)
+  hk, hv = _div(arch.linear_num_key_heads, tp), _div(arch.linear_num_value_heads, tp)
+  dk, dv = arch.linear_key_head_dim, arch.linear_value_head_dim
+  c = min(arch.delta_chunk_size, seq_len)
+  if arch.is_moe:
+    k, e = arch.num_experts_per_tok, arch.num_experts
+    fm, fs = _div(arch.moe_intermediate_size, tp), _div(arch.shared_expert_intermediate_size, tp)
+    mlp = a * (2 * k * d + 6 * k * fm + 6 * fs + d) + 8 * e
+    mlp_dots = a * (e + 2 * fs + 1)  # router, shared expert and its gate (expert ragged_dots are not saved)
+  else:
+    f = _div(arch.intermediate_size, tp)
+    mlp, mlp_dots = a * 6 * f, a * 2 * f
+  x = 2 * hk * dk + hv * dv  # the q | k | v channels of a linear layer
+  w = arch.linear_conv_kernel_dim
+  full = a * (4 * d + 7 * n_h * h + 4 * k_h * h) + _attention_scores(arch, n_h, seq_len, a) + mlp
+  delta = 4 * hv * (9 * c + 6 * dk + 5 * dv + dk * dv // c) + 8 * hk * dk + 3 * hv * c
+  linear = a * (4 * d + 2 * hv * dv) + 4 * (2 * w + 3) * x + 20 * hv * dv + delta + mlp
+  full_dots = a * (3 * d + 2 * n_h * h + 2 * k_h * h) + mlp_dots
+  linear_dots = a * (3 * d + x + hv * dv + 2 * hv) + mlp_dots
+  return dict(full=full, linear=linear, full_dots=full_dots, linear_dots=linear_dots, mlp=mlp, mlp_dots=mlp_dots)
+
+
+def hybrid_activation_bytes(arch: Qwen35Config, rows: int, seq_len: int, tp: int,
+                            vocab_chunks: int) -> dict[str, int]:
+  """``activation_bytes`` for the Qwen3.5/3.6 hybrid: A full and R linear layers, run as L / p blocks of p
+  layers under remat (module docstring, "Hybrid layers")."""
+  a = np.dtype(DTYPES[arch.dtype]).itemsize
+  t, n = seq_len, rows * seq_len
+  per = hybrid_layer_bytes(arch, t, tp)
+  n_full, n_lin = len(arch.full_layers), len(arch.linear_layers)
+  kinds = ["full" if kind == "full_attention" else "linear" for kind in arch.layer_types[:arch.layer_period]]
+  block = sum(per[kind] for kind in kinds)
+  largest = max(per[kind] for kind in set(kinds))
+  if arch.remat == "none":
+    saved, work = n * (n_full * per["full"] + n_lin * per["linear"]), n * largest
+  elif arch.remat == "dots":
+    saved, work = n * (n_full * per["full_dots"] + n_lin * per["linear_dots"]), n * block
+  else:
+    saved, work = arch.num_hidden_layers // arch.layer_period * n * a * arch.hidden_size, n * block
+  out = {
+      f"saved layer activations (remat {arch.remat})": int(saved),
+      f"working block of {arch.layer_period} layers (backward)": int(work),
+  }
+  if arch.is_moe:  # the stacked [L, n, E] float32 router logits of the load-balancing loss
+    out["router logits (MoE balancing loss)"] = int(arch.num_hidden_layers * n * arch.num_experts * 4)
+  out.update(_tail_rows(arch, rows, t, tp, vocab_chunks, a, arch.rotary_dim // 2))
+  return out
 
 
 @dataclasses.dataclass
 class MemoryPlan:
-  arch: Qwen3Config
+  arch: ModelConfig
   arch_source: str
   mesh: dict[str, int]
   episodes: int
@@ -236,14 +359,15 @@ def plan(cfg, *, devices: int | None = None, model_preset: str | None = None, ro
   arch, source = resolve_architecture(cfg, model_preset)
   sizes = mesh_sizes(cfg.mesh, devices)
   mesh = abstract_mesh(sizes)
-  tp, shards = sizes["tensor"], sizes["data"] * sizes["fsdp"]
+  tp, shards = sizes["tensor"], batch_shards(mesh)
 
   model = abstract_model(arch)
+  axes = param_logical_axes(arch)
   _, params = nnx.split(model, nnx.Param)
   optimizer = make_optimizer(optimizer_config(cfg.optim, int(cfg.total_steps)))
   opt_state = jax.eval_shape(optimizer.init, params)
-  p_bytes = device_bytes(params, state_shardings(params, mesh, PARAM_LOGICAL_AXES))
-  o_bytes = device_bytes(opt_state, state_shardings(opt_state, mesh, PARAM_LOGICAL_AXES))
+  p_bytes = device_bytes(params, state_shardings(params, mesh, axes))
+  o_bytes = device_bytes(opt_state, state_shardings(opt_state, mesh, axes))
   k = int(cfg.train.num_microbatches)
 
   t = int(cfg.train.seq_len)
@@ -266,9 +390,9 @@ def plan(cfg, *, devices: int | None = None, model_preset: str | None = None, ro
   if reference_on(cfg):
     ref_path = str(cfg.algorithm.get("ref_model_path", ""))
     if ref_path:  # another checkpoint: its own architecture, the policy's dtypes
-      ref_arch = Qwen3Config.from_pretrained_dir(ref_path, **compute_settings(cfg))
+      ref_arch = config_from_pretrained_dir(ref_path, **compute_settings(cfg))
       _, ref_params = nnx.split(abstract_model(ref_arch), nnx.Param)
-      ref = device_bytes(ref_params, state_shardings(ref_params, mesh, PARAM_LOGICAL_AXES))
+      ref = device_bytes(ref_params, state_shardings(ref_params, mesh, param_logical_axes(ref_arch)))
     else:  # a copy of the starting model
       ref = p_bytes
   if ref:
@@ -279,10 +403,7 @@ def plan(cfg, *, devices: int | None = None, model_preset: str | None = None, ro
   if r.engine == "jax":
     slots = -(-(int(r.max_slots) + 1) // shards) * shards
     s_len = int(r.max_prompt_tokens) + int(r.max_response_tokens) + 1
-    shape = (arch.num_hidden_layers, slots, arch.num_key_value_heads, arch.head_dim, s_len)
-    spec = logical_to_spec(ACTIVATION_AXES["cache_k_lbkhs"], shape, mesh)  # v: same size, same split
-    kv = 2 * math.prod(NamedSharding(mesh, spec).shard_shape(shape)) * np.dtype(DTYPES[arch.dtype]).itemsize
-    engine[f"jax engine KV cache ({slots} slots x {s_len})"] = int(kv)
+    engine.update(jax_engine_cache_bytes(arch, model, slots, s_len, mesh))
     engine["jax engine parameter copy"] = p_bytes
   elif r.engine == "vllm":
     util = float(r.vllm.gpu_memory_utilization or 0.9)  # vLLM's default when unset
@@ -299,18 +420,57 @@ def plan(cfg, *, devices: int | None = None, model_preset: str | None = None, ro
                     notes=notes)
 
 
+def jax_engine_cache_bytes(arch: ModelConfig, model, slots: int, s_len: int, mesh) -> dict[str, int]:
+  """Per-device bytes of the JAX sampler's cache of ``slots`` slots of ``s_len`` positions, laid out as the
+  engine lays it out (module docstring): Qwen3's KV cache, or the hybrid's KV cache of its full layers plus
+  the recurrent state and convolution inputs of its linear layers (``model.init_cache``, shape only)."""
+  itemsize = np.dtype(DTYPES[arch.dtype]).itemsize
+  if not isinstance(arch, Qwen35Config):
+    shape = (arch.num_hidden_layers, slots, arch.num_key_value_heads, arch.head_dim, s_len)
+    spec = logical_to_spec(ACTIVATION_AXES["cache_k_lbkhs"], shape, mesh)  # v: same size, same split
+    kv = 2 * math.prod(NamedSharding(mesh, spec).shard_shape(shape)) * itemsize
+    return {f"jax engine KV cache ({slots} slots x {s_len})": int(kv)}
+  cache = jax.eval_shape(lambda: model.init_cache(slots, s_len))
+  per = {}
+  for name, x in cache.items():
+    spec = logical_to_spec(qwen3_5_lib.CACHE_LOGICAL_AXES[name], x.shape, mesh)
+    per[name] = math.prod(NamedSharding(mesh, spec).shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
+  out = {f"jax engine KV cache ({slots} slots x {s_len})": int(per["k"] + per["v"])}  # the full layers
+  if arch.linear_layers:
+    out["jax engine DeltaNet state (float32)"] = int(per["state"])
+    out["jax engine convolution inputs"] = int(per["conv_q"] + per["conv_k"] + per["conv_v"])
+  return out
+
+
 def _count(n: int) -> str:
   return f"{n / 1e9:.2f} B" if n >= 1e8 else f"{n / 1e6:.2f} M"
+
+
+def _describe(a: ModelConfig) -> str:
+  f = a.intermediate_size if not isinstance(a, Qwen35Config) or not a.is_moe else a.moe_intermediate_size
+  return (f"{_count(a.num_params())} parameters (L={a.num_hidden_layers} D={a.hidden_size} F={f} "
+          f"N={a.num_attention_heads} K={a.num_key_value_heads} H={a.head_dim} V={a.vocab_size})")
+
+
+def _describe_hybrid(a: Qwen35Config) -> str:
+  text = (f"{a.model_type}: {len(a.full_layers)} gated-attention + {len(a.linear_layers)} Gated DeltaNet layers "
+          f"(rotary {a.rotary_dim}; linear heads {a.linear_num_key_heads} key x {a.linear_key_head_dim}, "
+          f"{a.linear_num_value_heads} value x {a.linear_value_head_dim}, conv {a.linear_conv_kernel_dim}, "
+          f"chunk {a.delta_chunk_size})")
+  if a.is_moe:
+    text += (f"; {a.num_experts} experts top-{a.num_experts_per_tok} of width {a.moe_intermediate_size} + shared "
+             f"{a.shared_expert_intermediate_size}, {_count(a.num_active_params())} active per token")
+  return text
 
 
 def format_plan(p: MemoryPlan, device_memory_gib: float) -> str:
   a = p.arch
   g = lambda x: f"{x / GIB:10.2f}"  # noqa: E731
   lines = [
-      f"architecture  {p.arch_source}: {_count(a.num_params())} parameters (L={a.num_hidden_layers} "
-      f"D={a.hidden_size} F={a.intermediate_size} N={a.num_attention_heads} K={a.num_key_value_heads} "
-      f"H={a.head_dim} V={a.vocab_size}), params {a.param_dtype}, compute {a.dtype}",
-      "mesh          " + " ".join(f"{k}={v}" for k, v in p.mesh.items()) + f" ({p.devices} devices)",
+      f"architecture  {p.arch_source}: {_describe(a)}, params {a.param_dtype}, compute {a.dtype}",
+      *([f"              {_describe_hybrid(a)}"] if isinstance(a, Qwen35Config) else []),
+      "mesh          " + " ".join(f"{k}={v}" for k, v in p.mesh.items() if k in ("data", "fsdp", "tensor") or v > 1)
+      + f" ({p.devices} devices)",
       (f"batch         {p.episodes} episodes/step -> {p.rows} rows x {p.seq_len} tokens, {p.num_microbatches} "
        f"microbatch(es): {p.rows_per_device} row(s) per device per microbatch" if p.rows
        else "batch         none (evaluation only)"),

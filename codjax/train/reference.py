@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from codjax.parallel.mesh import batch_shards
 from codjax.rl.logprobs import shifted_token_logprobs
 from codjax.rl.train_step import batch_shardings
 
@@ -48,7 +49,7 @@ class FrozenPolicy:
       state = jax.tree.map(jnp.copy, state)
     self._state_sh = self._batch_sh = None
     if mesh is not None:
-      from codjax.models.qwen3 import PARAM_LOGICAL_AXES
+      from codjax.models.axes import PARAM_LOGICAL_AXES
       from codjax.parallel.sharding import state_shardings
 
       self._state_sh = state_shardings(state, mesh, PARAM_LOGICAL_AXES)
@@ -71,7 +72,7 @@ class FrozenPolicy:
     """[B, T] float32 logprobs of ``batch["tokens"]`` (times ``batch["loss_mask"]`` when ``masked``: 0 off the
     loss tokens). B must be a multiple of ``num_chunks`` (times the data * fsdp shards on a mesh)."""
     rows = batch["tokens"].shape[0]
-    shards = 1 if self.mesh is None else self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+    shards = 1 if self.mesh is None else batch_shards(self.mesh)
     if num_chunks < 1 or rows % (num_chunks * shards):
       raise ValueError(f"{rows} batch rows cannot be split into {num_chunks} chunk(s) x {shards} shard(s)")
     args = [jnp.asarray(batch[k]) for k in ("tokens", "positions", "segment_ids")]

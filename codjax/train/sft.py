@@ -19,6 +19,7 @@ from codjax.agents.episode import PolicyBackend
 from codjax.agents.token_backend import TokenizingBackend
 from codjax.envs.base import derive_seed
 from codjax.envs.experts import make_teacher
+from codjax.parallel.mesh import batch_shards
 from codjax.rl.batch import TrainSequence, assemble_batch, length_bucket
 from codjax.rl.losses import LossConfig
 from codjax.rl.train_step import OptimizerConfig, StepConfig, init_train_state, make_optimizer, make_train_step
@@ -87,7 +88,7 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
 
   Returns the trained model and a stats dict."""
   from codjax.models import save_pretrained
-  from codjax.models.qwen3 import PARAM_LOGICAL_AXES
+  from codjax.models.axes import PARAM_LOGICAL_AXES
   from codjax.parallel.sharding import state_shardings
   from flax import nnx
 
@@ -107,7 +108,7 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
   state = jax.device_put(state, state_shardings(state, mesh, PARAM_LOGICAL_AXES))
   step_cfg = StepConfig(loss="sft", loss_cfg=LossConfig(), num_microbatches=int(s.num_microbatches),
                         vocab_chunks=int(cfg.model.vocab_chunks), temperature=1.0)
-  shards = mesh.shape["data"] * mesh.shape["fsdp"]
+  shards = batch_shards(mesh)
   rng = np.random.default_rng(derive_seed(cfg.seed, 6))
   pos = 0
   writer = MetricWriter(log_dir, name="sft", tensorboard=bool(cfg.log.tensorboard))

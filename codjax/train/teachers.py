@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from codjax.models import from_pretrained
+from codjax.parallel.mesh import batch_shards
 from codjax.rl.batch import TrainSequence, assemble_batch
 from codjax.train.reference import FrozenPolicy
 
@@ -23,7 +24,7 @@ class TeacherPool:
                seq_len: int):
     self.temperature = temperature
     self.seq_len = seq_len
-    self.shards = 1 if mesh is None else mesh.shape["data"] * mesh.shape["fsdp"]
+    self.shards = 1 if mesh is None else batch_shards(mesh)
     self.models = {label: FrozenPolicy(from_pretrained(path, dtype=dtype, mesh=mesh), mesh=mesh,
                                        temperature=temperature, vocab_chunks=vocab_chunks)
                    for label, path in paths.items()}

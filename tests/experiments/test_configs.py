@@ -16,15 +16,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from codjax.models import abstract_model
+from codjax.models import Qwen35Config, abstract_model
 from codjax.parallel import make_mesh
-from codjax.models.qwen3 import PARAM_LOGICAL_AXES
 from codjax.parallel.sharding import state_shardings
 from codjax.rl.train_step import REQUIRED_FIELDS, TrainState, make_optimizer, train_step
 from codjax.train.config import load_experiment, validate
 from codjax.train.data import env_specs
 from codjax.train.loop import optimizer_config, step_config
-from codjax.train.memory_plan import abstract_mesh, device_bytes, mesh_sizes, resolve_architecture
+from codjax.train.memory_plan import abstract_mesh, device_bytes, mesh_sizes, param_logical_axes, resolve_architecture
 
 EXPERIMENTS = os.path.join(os.path.dirname(__file__), "..", "..", "experiments")
 PATHS = sorted(p for p in glob.glob(os.path.join(EXPERIMENTS, "*.py")) if not os.path.basename(p).startswith("_"))
@@ -57,11 +56,13 @@ UNKNOWN = [s for s in STEMS if s not in KNOWN]
 PAPER_8B_TRAIN = ["cod_frozenlake_qwen3_8b", "cod_mixed_qwen3_8b", "alchemy_ablation_grpo_qwen3_8b",
                   "alchemy_ablation_rec_nois_qwen3_8b", "alchemy_ablation_rec_red_qwen3_8b", "grid_navigation_qwen3_8b"]
 PAPER_8B_EVAL = ["eval_frozenlake_hard", "eval_alchemy_easy", "eval_alchemy_hard", "eval_terminal"]
+PAPER_27B = ["pde_discovery_qwen3_6_27b", "optimal_control_qwen3_6_27b", "grid_navigation_qwen3_6_27b",
+             "pde_control_grid_opd_qwen3_6_27b", "eval_science_qwen3_6_27b"]
 
 
 def test_the_issue_s_experiments_exist():
-  assert set(PAPER_8B_TRAIN + PAPER_8B_EVAL + ["tiny_cod_frozenlake"]) <= set(KNOWN)
-  assert {s for s in STEMS if "27b" in s} <= set(UNKNOWN)  # Qwen3.6-27B is not a preset
+  assert set(PAPER_8B_TRAIN + PAPER_8B_EVAL + PAPER_27B + ["tiny_cod_frozenlake"]) <= set(KNOWN)
+  assert {s for s in STEMS if "27b" in s} == set(PAPER_27B)
 
 
 @pytest.mark.parametrize("stem", STEMS)
@@ -88,8 +89,9 @@ def _traced_step(stem: str, rows: int):
   state = TrainState(params=params, opt_state=jax.eval_shape(opt.init, params),
                      step=jax.ShapeDtypeStruct((), jnp.int32))
   t = int(cfg.train.seq_len)
+  fields = REQUIRED_FIELDS + (("teacher_logprobs",) if cfg.algorithm.loss == "opd" else ())
   batch = {k: jax.ShapeDtypeStruct((rows, t), jnp.int32 if k in ("tokens", "positions", "segment_ids")
-                                   else jnp.float32) for k in REQUIRED_FIELDS}
+                                   else jnp.float32) for k in fields}
   return state, jax.eval_shape(functools.partial(train_step, graphdef, opt, step_config(cfg)), state, batch)
 
 
@@ -106,14 +108,15 @@ def test_model_and_mesh_shapes_on_fake_devices(stem):
   opt_state = jax.eval_shape(opt.init, params)
   total = sum(x.size * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(params))
   assert total == arch.num_params() * np.dtype(arch.jnp_param_dtype).itemsize
-  per_dev = device_bytes(params, state_shardings(params, mesh, PARAM_LOGICAL_AXES))
+  axes = param_logical_axes(arch)
+  per_dev = device_bytes(params, state_shardings(params, mesh, axes))
   fsdp = mesh.shape["fsdp"]
   if arch.num_params() > 1e9:  # big models: fsdp must really shard (dims divisible), norms aside
     assert per_dev < 1.01 * total / fsdp
     # the config's own mesh (maybe 24 or 32 devices): same per-device bytes for the same fsdp size
-    real = device_bytes(params, state_shardings(params, abstract_mesh(sizes), PARAM_LOGICAL_AXES))
+    real = device_bytes(params, state_shardings(params, abstract_mesh(sizes), axes))
     assert real < 1.01 * total / sizes["fsdp"]
-    assert device_bytes(opt_state, state_shardings(opt_state, mesh, PARAM_LOGICAL_AXES)) < 2.02 * total / fsdp
+    assert device_bytes(opt_state, state_shardings(opt_state, mesh, axes)) < 2.02 * total / fsdp
   if cfg.total_steps:
     k = int(cfg.train.num_microbatches)
     rows = k * mesh.shape["data"] * mesh.shape["fsdp"]
@@ -122,15 +125,30 @@ def test_model_and_mesh_shapes_on_fake_devices(stem):
     assert out["loss"].shape == () and out["grad_norm"].shape == ()
 
 
-@pytest.mark.parametrize("stem", UNKNOWN)
-def test_configs_without_a_known_architecture_need_a_checkpoint_or_preset_to_plan(stem):
-  cfg = config(stem)
+def test_configs_without_a_known_architecture_need_a_checkpoint_or_preset_to_plan():
+  """Every shipped config names its architecture; one whose checkpoint is absent and that names none (here: a
+  27B config with ``model.arch`` cleared) cannot be planned and says which flag to pass."""
+  assert not UNKNOWN, UNKNOWN
+  cfg = config(PAPER_27B[0])
+  cfg.model.arch = ""
   assert cfg.model.path and not os.path.exists(cfg.model.path) and not cfg.model.preset
   with pytest.raises(ValueError, match="model_preset"):
     resolve_architecture(cfg)
-  if "27b" in stem:  # 3x8 GPUs for training, 6x4 for the benchmark (cod_reference 4.1, 4.2)
-    assert cfg.model.arch == ""
-    assert mesh_sizes(cfg.mesh) in ({"data": 3, "fsdp": 8, "tensor": 1}, {"data": 6, "fsdp": 4, "tensor": 1})
+
+
+@pytest.mark.parametrize("stem", PAPER_27B)
+def test_27b_configs_plan_the_qwen36_preset(stem):
+  """Qwen3.6-27B is the hybrid preset (the checkpoint path is a placeholder); the JAX sampler serves it with
+  one cache slot per trajectory of a step; 3x8 GPUs for training, 6x4 for the benchmark (cod_reference 4.1,
+  4.2)."""
+  cfg = validate(config(stem))
+  arch, source = resolve_architecture(cfg)
+  assert cfg.model.arch == "qwen3.6-27b" and source.startswith("model.arch=qwen3.6-27b")
+  assert isinstance(arch, Qwen35Config) and arch.num_params() == 26_895_998_464
+  assert (arch.dtype, arch.remat) == ("bfloat16", "full")
+  assert cfg.rollout.engine == "jax" and cfg.rollout.max_slots == 64
+  assert mesh_sizes(cfg.mesh) in ({"data": 3, "fsdp": 8, "tensor": 1, "expert": 1},
+                                  {"data": 6, "fsdp": 4, "tensor": 1, "expert": 1})
 
 
 # -- the paper's numbers ------------------------------------------------------------------------------------

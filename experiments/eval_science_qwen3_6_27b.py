@@ -1,11 +1,12 @@
 """Benchmark: PDE-Discovery, OptimalControl and GridNavigation for Qwen3.6-27B checkpoints
 (cod_reference.md 4.2 ``eval_source_checkpoints_all_domains.yaml``): 500 packs of 8 test tasks per domain.
 
-  python launch/evaluate.py --config=experiments/eval_science_qwen3_27b.py --config.model.path=CKPT
+  python launch/evaluate.py --config=experiments/eval_science_qwen3_6_27b.py --config.model.path=CKPT
 
-The model is a placeholder path; see ``codjax/train/paper_configs.py: paper_27b_base``. The reference reads
-the test rows sequentially with fixed PDE templates per pack (template p mod 25); codjax packs the first
-4,000 rows of each test split in order, the same for every checkpoint.
+The model is the codjax preset ``qwen3.6-27b`` (the Qwen3.5/3.6 hybrid) at a placeholder path; see
+``codjax/train/paper_configs.py: paper_27b_base``. The reference reads the test rows sequentially with fixed
+PDE templates per pack (template p mod 25); codjax packs the first 4,000 rows of each test split in order,
+the same for every checkpoint.
 """
 
 from codjax.train.config import env_entry
@@ -22,7 +23,7 @@ def get_config():
       "grid": env_entry("grid_navigation", "eval"),
   }
   # cod_reference 4.2: limits 27000 / 4000 / 32000.
-  c = paper_27b_base("eval_science_qwen3_27b", envs, prompt_tokens=27_000, response_tokens=4_000, seq_len=32_000)
+  c = paper_27b_base("eval_science_qwen3_6_27b", envs, prompt_tokens=27_000, response_tokens=4_000, seq_len=32_000)
   c.total_steps = 0  # evaluation only
   c.model.dtype = "bfloat16"  # inference only: no optimizer updates to lose
   c.mesh.data, c.mesh.fsdp, c.mesh.tensor = 6, 4, 1  # cod_reference 4.2: 6x4 GPUs

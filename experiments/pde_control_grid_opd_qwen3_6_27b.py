@@ -3,13 +3,13 @@
 
 The teachers (cod_reference 3.3) are chosen by each sample's domain (``algorithm.teachers``, data-env label
 -> HF directory; ``codjax/train/teachers.py``): PDE -> the PDE CoD-RL checkpoint at step 75, Control -> step
-200, Grid -> step 100 (HF exports of ``pde_discovery_qwen3_27b``, ``optimal_control_qwen3_27b``,
-``grid_navigation_qwen3_27b``; the paths below are placeholders, set them with
+200, Grid -> step 100 (HF exports of ``pde_discovery_qwen3_6_27b``, ``optimal_control_qwen3_6_27b``,
+``grid_navigation_qwen3_6_27b``; the paths below are placeholders, set them with
 ``--config.algorithm.teachers.a_pde=...``); they score the student's exact tokens at the rollout
 temperature 1.0, on both solve and update episodes.
 
-The model is a placeholder path (``--config.model.path``); see ``codjax/train/paper_configs.py:
-paper_27b_base``.
+The student is the codjax preset ``qwen3.6-27b`` (the Qwen3.5/3.6 hybrid) at a placeholder path
+(``--config.model.path``); see ``codjax/train/paper_configs.py: paper_27b_base``.
 """
 
 from codjax.train.config import env_entry
@@ -25,15 +25,15 @@ def get_config():
       "c_grid": env_entry("grid_navigation", "27b_train", proportion=N_TRAIN),
   }
   # cod_reference 4.1: prompt / response / model_len 22000 / 4000 / 26001.
-  c = paper_27b_base("pde_control_grid_opd_qwen3_27b", envs, prompt_tokens=22_000, response_tokens=4_000,
+  c = paper_27b_base("pde_control_grid_opd_qwen3_6_27b", envs, prompt_tokens=22_000, response_tokens=4_000,
                      seq_len=26_001)
   c.data.repeats = 1  # cod_reference 3.3: repeat_times 1 (no group)
   c.data.packs_per_step = 64  # cod_reference 3.3: batch_size 256 raw tasks / pack 4
   c.algorithm.loss = "opd"  # cod_reference 3.3: -A logp, A = logp_teacher - sg(logp), no clipping
   c.algorithm.teachers = {  # cod_reference 3.3: one teacher per taskset (placeholder paths)
-      "a_pde": "checkpoints/pde_discovery_qwen3_27b/hf/step_75",
-      "b_control": "checkpoints/optimal_control_qwen3_27b/hf/step_200",
-      "c_grid": "checkpoints/grid_navigation_qwen3_27b/hf/step_100",
+      "a_pde": "checkpoints/pde_discovery_qwen3_6_27b/hf/step_75",
+      "b_control": "checkpoints/optimal_control_qwen3_6_27b/hf/step_200",
+      "c_grid": "checkpoints/grid_navigation_qwen3_6_27b/hf/step_100",
   }
   c.algorithm.advantage = "grpo"  # unused by the opd loss; "cod" would need a group (repeats >= 2)
   c.algorithm.grpo_normalize_std = False
