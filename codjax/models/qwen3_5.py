@@ -23,7 +23,8 @@ attention layers, ``*_r*`` over the R linear layers. Suffix letters: d hidden, v
 h head_dim, f MLP width, e experts, j linear key heads, c linear key head dim, u linear value heads, s linear
 value head dim, w conv width, x conv channels. When ``layer_types`` repeats with period p (3 linear + 1 full
 for every released model), the layers run as a ``jax.lax.scan`` over L / p blocks with a Python loop over the
-p layers of a block, so compile time does not grow with depth.
+p layers of a block, so compile time does not grow with depth; ``cfg.remat`` wraps each layer (the backward
+recomputes one layer at a time).
 
 Entry points match ``codjax.models.qwen3.Qwen3``: ``hidden_states`` / ``__call__`` (full sequence; packed
 segments never leak through either the attention or the DeltaNet state or its convolution), and the sampler's
@@ -331,6 +332,11 @@ class Qwen35(nnx.Module):
     params = self._blocks(self._stacked())
     caches = None if cache is None else self._blocks(cache)
 
+    # remat wraps each layer, not the block: the backward then recomputes one layer at a time (a working set of
+    # one layer instead of p) for the price of saving every layer's input (MaxText's per-layer remat)
+    layer_fns = {kind: _remat(cfg, lambda p, x, c, kind=kind: _layer(cfg, kind, p, x, ctx, c))
+                 for kind in set(kinds)}
+
     def block(x, xs):
       bp, bc = xs
       ia = ir = 0
@@ -348,7 +354,7 @@ class Qwen35(nnx.Module):
           if bc is not None:
             c = {n: v[ir] for n, v in bc["linear"].items()}
           ir += 1
-        x, nc, lg = _layer(cfg, kind, p, x, ctx, c)
+        x, nc, lg = layer_fns[kind](p, x, c)
         if bc is not None:
           (new_full if kind == "full_attention" else new_lin).append(nc)
         if with_logits:
@@ -359,7 +365,7 @@ class Qwen35(nnx.Module):
                  if new_full else (), "linear": jax.tree.map(lambda *a: jnp.stack(a), *new_lin) if new_lin else {}}
       return x, (out_c, jnp.stack(logits) if with_logits else None)
 
-    fn = _remat(cfg, block)
+    fn = block
     if cfg.scan_layers:
       x, (new_c, logits) = jax.lax.scan(fn, x, (params, caches))
     else:

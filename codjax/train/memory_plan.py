@@ -71,10 +71,9 @@ C = min(delta_chunk_size, T) and M the MLP term (the residuals of the jaxpr, cou
   dots     only the weight matmuls are saved (``dots_with_no_batch_dims_saveable``): full a (3D + 2NH + 2KH)
            + M', linear a (3D + X + Hv dv + 2Hv) + M'; M' = a 2F dense, a (E + 2Fs + 1) MoE
 
-The layers run as L / p blocks of p layers (p = ``layer_period``: 3 linear + 1 full), and remat wraps a block:
-saved = n (A full + R linear) for none, n (A full' + R linear') for dots, (L / p) n a D for full; working =
-n max(layer) for none (a layer's cotangents), n block otherwise (one block recomputed, freed layer by layer
-in its backward pass). MoE models add the [L, n, E] float32 router logits of the load-balancing loss; rope
+The layers run as L / p blocks of p layers (p = ``layer_period``: 3 linear + 1 full), and remat wraps each
+layer: saved = n (A full + R linear) for none, n (A full' + R linear') for dots, L n a D for full (every
+layer's input); working = n max(layer) (a layer's cotangents, or the one layer being recomputed). MoE models add the [L, n, E] float32 router logits of the load-balancing loss; rope
 uses the rotary dimension.
 
 R defaults to the worst case: every episode in its own row. A CoD step has packs_per_step x G trajectories
@@ -84,8 +83,9 @@ count of a measured step).
 
 Accuracy: against XLA's buffer assignment of the real train step on CPU (tests/launch/test_plan_memory.py),
 activations + gradients come out at 1.17-1.23x XLA's temporary bytes for remat full, 0.86-0.99x for dots and
-0.82-0.87x for none; for the hybrid (8-12 layers, so the block scan iterates) at 1.06-1.08x for full,
-1.20-1.22x for dots and 0.80-0.91x for none. The hybrid's terms are calibrated on CPU XLA, which fuses less
+0.82-0.87x for none; for the hybrid (8-12 layers, so the block scan iterates) at 0.80-0.91x for none (the
+remat full / dots ratios, 1.06-1.08x and 1.20-1.22x, were measured when remat wrapped a whole block of p
+layers, before it moved to single layers, and are not re-measured). The hybrid's terms are calibrated on CPU XLA, which fuses less
 than a GPU compile: read them as an upper estimate there. Not modeled: allocator fragmentation, the optimizer
 update's transient copies (they live after the activations are freed), vLLM's and CUDA's own overheads
 outside the reservation, and JAX's default preallocation (set ``XLA_PYTHON_CLIENT_MEM_FRACTION`` below 1 -
@@ -306,17 +306,16 @@ def hybrid_activation_bytes(arch: Qwen35Config, rows: int, seq_len: int, tp: int
   per = hybrid_layer_bytes(arch, t, tp)
   n_full, n_lin = len(arch.full_layers), len(arch.linear_layers)
   kinds = ["full" if kind == "full_attention" else "linear" for kind in arch.layer_types[:arch.layer_period]]
-  block = sum(per[kind] for kind in kinds)
   largest = max(per[kind] for kind in set(kinds))
   if arch.remat == "none":
-    saved, work = n * (n_full * per["full"] + n_lin * per["linear"]), n * largest
+    saved = n * (n_full * per["full"] + n_lin * per["linear"])
   elif arch.remat == "dots":
-    saved, work = n * (n_full * per["full_dots"] + n_lin * per["linear_dots"]), n * block
+    saved = n * (n_full * per["full_dots"] + n_lin * per["linear_dots"])
   else:
-    saved, work = arch.num_hidden_layers // arch.layer_period * n * a * arch.hidden_size, n * block
+    saved = arch.num_hidden_layers * n * a * arch.hidden_size
   out = {
       f"saved layer activations (remat {arch.remat})": int(saved),
-      f"working block of {arch.layer_period} layers (backward)": int(work),
+      "working layer (backward)": int(n * largest),
   }
   if arch.is_moe:  # the stacked [L, n, E] float32 router logits of the load-balancing loss
     out["router logits (MoE balancing loss)"] = int(arch.num_hidden_layers * n * arch.num_experts * 4)
