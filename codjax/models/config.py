@@ -22,8 +22,24 @@ ATTENTION_IMPLS = ("xla", "cudnn", "blockwise")
 REMAT_POLICIES = ("none", "full", "dots")
 
 
+class _ComputeDtypes:
+  """Dtype accessors and ``replace`` shared by the architecture configs (frozen dataclasses with ``dtype`` and
+  ``param_dtype`` fields)."""
+
+  @property
+  def jnp_dtype(self):
+    return DTYPES[self.dtype]
+
+  @property
+  def jnp_param_dtype(self):
+    return DTYPES[self.param_dtype]
+
+  def replace(self, **kw):
+    return dataclasses.replace(self, **kw)
+
+
 @dataclasses.dataclass(frozen=True)
-class Qwen3Config:
+class Qwen3Config(_ComputeDtypes):
   """Architecture of a dense Qwen3 decoder plus codjax's compute choices.
 
   Field names follow Hugging Face ``Qwen3Config`` where one exists, so ``config.json`` maps one to one.
@@ -69,16 +85,6 @@ class Qwen3Config:
       raise ValueError(f"rms_norm_eps must be positive, got {self.rms_norm_eps}")
     _check_compute_fields(self)
 
-  @property
-  def jnp_dtype(self):
-    return DTYPES[self.dtype]
-
-  @property
-  def jnp_param_dtype(self):
-    return DTYPES[self.param_dtype]
-
-  def replace(self, **kw) -> "Qwen3Config":
-    return dataclasses.replace(self, **kw)
 
   def num_params(self) -> int:
     d, f, v, l = self.hidden_size, self.intermediate_size, self.vocab_size, self.num_hidden_layers
@@ -198,7 +204,7 @@ LAYER_TYPES = ("linear_attention", "full_attention")
 
 
 @dataclasses.dataclass(frozen=True)
-class Qwen35Config:
+class Qwen35Config(_ComputeDtypes):
   """Architecture of the Qwen3.5/3.6 text decoder (dense ``qwen3_5`` or MoE ``qwen3_5_moe``) plus compute choices.
 
   Field names follow Hugging Face ``Qwen3_5TextConfig`` / ``Qwen3_5MoeTextConfig``. ``layer_types[i]`` is
@@ -317,16 +323,6 @@ class Qwen35Config:
         return p
     return n
 
-  @property
-  def jnp_dtype(self):
-    return DTYPES[self.dtype]
-
-  @property
-  def jnp_param_dtype(self):
-    return DTYPES[self.param_dtype]
-
-  def replace(self, **kw) -> "Qwen35Config":
-    return dataclasses.replace(self, **kw)
 
   def num_params(self) -> int:
     d, v = self.hidden_size, self.vocab_size

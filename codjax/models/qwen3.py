@@ -226,6 +226,23 @@ def blockwise_causal_attention(q_btnh, k_btkh, v_btkh, mask_b1ts=None, block: in
   return _blockwise(q_btnh, k_btkh, v_btkh, mask_b1ts, block)
 
 
+def attention_core(q_btnh, k_btkh, v_btkh, mask_b1ts, spec: AttnSpec, dt, cache_kv=None, start_b=None):
+  """Softmax attention of already normed and rotated q, k, v: full sequence (``spec``: blockwise, or
+  ``jax.nn.dot_product_attention`` with its implementation) or, with ``cache_kv`` (k^T [B, K, H, S],
+  v [B, K, S, H]), a cached chunk written at slots ``start_b``. Returns (o [B, T, N, H], new cache or None)."""
+  if cache_kv is None and spec.implementation == "blockwise":
+    return blockwise_causal_attention(q_btnh, k_btkh, v_btkh, None if spec.is_causal else mask_b1ts), None
+  if cache_kv is None:
+    return jax.nn.dot_product_attention(q_btnh, k_btkh, v_btkh, mask=mask_b1ts, is_causal=spec.is_causal,
+                                        implementation=spec.implementation), None
+  ck, cv = cache_kv
+  ck = jax.vmap(lambda c, u, s: jax.lax.dynamic_update_slice(c, u, (0, 0, s)))(
+      ck, k_btkh.transpose(0, 2, 3, 1).astype(ck.dtype), start_b)  # [B, C, K, H] -> [B, K, H, C] at slot s
+  cv = jax.vmap(lambda c, u, s: jax.lax.dynamic_update_slice(c, u, (0, s, 0)))(
+      cv, v_btkh.transpose(0, 2, 1, 3).astype(cv.dtype), start_b)  # [B, C, K, H] -> [B, K, C, H]
+  return cached_attention(q_btnh, ck.astype(dt), cv.astype(dt), mask_b1ts[:, 0]), (ck, cv)
+
+
 def _attention(cfg: Qwen3Config, p: dict[str, Any], h_btd, sin, cos, mask_b1ts, spec: AttnSpec,
                cache_kv=None, start_b=None):
   dt = cfg.jnp_dtype
@@ -234,20 +251,7 @@ def _attention(cfg: Qwen3Config, p: dict[str, Any], h_btd, sin, cos, mask_b1ts, 
   v = _proj(h_btd, p["v_ldkh"].astype(dt))
   q = apply_rope(rms_norm(q, p["q_norm_lh"], cfg.rms_norm_eps), sin, cos)
   k = apply_rope(rms_norm(k, p["k_norm_lh"], cfg.rms_norm_eps), sin, cos)
-  new_cache = None
-  if cache_kv is None and spec.implementation == "blockwise":
-    o = blockwise_causal_attention(q, k, v, None if spec.is_causal else mask_b1ts)
-  elif cache_kv is None:
-    o = jax.nn.dot_product_attention(q, k, v, mask=mask_b1ts, is_causal=spec.is_causal,
-                                     implementation=spec.implementation)
-  else:
-    ck, cv = cache_kv  # k^T [B, K, H, S], v [B, K, S, H]
-    ck = jax.vmap(lambda c, u, s: jax.lax.dynamic_update_slice(c, u, (0, 0, s)))(
-        ck, k.transpose(0, 2, 3, 1).astype(ck.dtype), start_b)  # [B, C, K, H] -> [B, K, H, C] at slot s
-    cv = jax.vmap(lambda c, u, s: jax.lax.dynamic_update_slice(c, u, (0, s, 0)))(
-        cv, v.transpose(0, 2, 1, 3).astype(cv.dtype), start_b)  # [B, C, K, H] -> [B, K, C, H]
-    new_cache = (ck, cv)
-    o = cached_attention(q, ck.astype(dt), cv.astype(dt), mask_b1ts[:, 0])
+  o, new_cache = attention_core(q, k, v, mask_b1ts, spec, dt, cache_kv, start_b)
   b, t, n, h = o.shape
   w_o = p["o_lnhd"].astype(dt)
   d = w_o.shape[-1]
@@ -283,7 +287,30 @@ def _normal(rngs: nnx.Rngs, shape, std: float, dtype):
   return (std * jax.random.normal(rngs.params(), shape, jnp.float32)).astype(dtype)
 
 
-class Qwen3(nnx.Module):
+class TokenEmbeddings:
+  """The token-side pieces every codjax decoder shares (Qwen3, Qwen3.5/3.6): the input embedding ``embed_vd``
+  [V, D], the output projection (``lm_head_dv`` [D, V], or the transposed embedding when
+  ``cfg.tie_word_embeddings``) and float32 logits from final normed hidden states."""
+
+  def lm_head_weight(self) -> jax.Array:
+    """The [D, V] output projection (the transposed embedding when tied)."""
+    if self.cfg.tie_word_embeddings:
+      return self.embed_vd[...].T
+    return self.lm_head_dv[...]
+
+  def logits(self, hidden_btd) -> jax.Array:
+    """float32 logits [..., V] from final hidden states (already normed)."""
+    d = hidden_btd.shape[-1]
+    lead = hidden_btd.shape[:-1]
+    y = jnp.dot(hidden_btd.astype(self.cfg.jnp_dtype).reshape(-1, d),
+                self.lm_head_weight().astype(self.cfg.jnp_dtype))
+    return y.reshape(lead + (-1,)).astype(jnp.float32)
+
+  def embed(self, tokens_bt) -> jax.Array:
+    return jnp.take(self.embed_vd[...], tokens_bt, axis=0).astype(self.cfg.jnp_dtype)
+
+
+class Qwen3(TokenEmbeddings, nnx.Module):
   """Dense Qwen3 causal LM (see module docstring). Parameters use shape-suffixed names."""
 
   def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, init_std: float = 0.02):
@@ -316,22 +343,6 @@ class Qwen3(nnx.Module):
     stacked = self._layer_params()
     return [{k: v[i] for k, v in stacked.items()} for i in range(self.cfg.num_hidden_layers)]
 
-  def lm_head_weight(self) -> jax.Array:
-    """The [D, V] output projection (the transposed embedding when tied)."""
-    if self.cfg.tie_word_embeddings:
-      return self.embed_vd[...].T
-    return self.lm_head_dv[...]
-
-  def logits(self, hidden_btd) -> jax.Array:
-    """float32 logits [..., V] from final hidden states (already normed)."""
-    d = hidden_btd.shape[-1]
-    lead = hidden_btd.shape[:-1]
-    y = jnp.dot(hidden_btd.astype(self.cfg.jnp_dtype).reshape(-1, d),
-                self.lm_head_weight().astype(self.cfg.jnp_dtype))
-    return y.reshape(lead + (-1,)).astype(jnp.float32)
-
-  def embed(self, tokens_bt) -> jax.Array:
-    return jnp.take(self.embed_vd[...], tokens_bt, axis=0).astype(self.cfg.jnp_dtype)
 
   # -- full-sequence forward ----------------------------------------------------------------------------
   def hidden_states(self, tokens_bt, positions_bt=None, segment_ids_bt=None) -> jax.Array:

@@ -45,8 +45,8 @@ from flax import nnx
 from codjax.models import gated_deltanet as gdn
 from codjax.models import moe as moe_lib
 from codjax.models.config import Qwen35Config
-from codjax.models.qwen3 import (AttnSpec, _proj, _remat, apply_rope, blockwise_causal_attention,
-                                 cached_attention, rope_sin_cos)
+from codjax.models.qwen3 import (AttnSpec, TokenEmbeddings, _normal, _proj, _remat, apply_rope, attention_core,
+                                 rope_sin_cos)
 
 COMMON_AXES: dict[str, tuple[str | None, ...]] = {
     "embed_vd": ("vocab", "embed"),
@@ -125,10 +125,6 @@ def apply_partial_rope(x_btnh, sin_btr, cos_btr):
   return jnp.concatenate([apply_rope(x_btnh[..., :rd], sin_btr, cos_btr), x_btnh[..., rd:]], axis=-1)
 
 
-def _normal(rngs: nnx.Rngs, shape, std: float, dtype):
-  return (std * jax.random.normal(rngs.params(), shape, jnp.float32)).astype(dtype)
-
-
 # -- layers ----------------------------------------------------------------------------------------------
 def _full_attention(cfg: Qwen35Config, p, h_btd, sin, cos, mask, spec: AttnSpec, cache_kv=None, start_b=None):
   dt = cfg.jnp_dtype
@@ -138,20 +134,7 @@ def _full_attention(cfg: Qwen35Config, p, h_btd, sin, cos, mask, spec: AttnSpec,
   v = _proj(h_btd, p["v_adkh"].astype(dt))
   q = apply_partial_rope(rms_norm_1p(q, p["q_norm_ah"], cfg.rms_norm_eps), sin, cos)
   k = apply_partial_rope(rms_norm_1p(k, p["k_norm_ah"], cfg.rms_norm_eps), sin, cos)
-  new_cache = None
-  if cache_kv is None and spec.implementation == "blockwise":
-    o = blockwise_causal_attention(q, k, v, None if spec.is_causal else mask)
-  elif cache_kv is None:
-    o = jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=spec.is_causal,
-                                     implementation=spec.implementation)
-  else:
-    ck, cv = cache_kv
-    ck = jax.vmap(lambda c, u, s: jax.lax.dynamic_update_slice(c, u, (0, 0, s)))(
-        ck, k.transpose(0, 2, 3, 1).astype(ck.dtype), start_b)
-    cv = jax.vmap(lambda c, u, s: jax.lax.dynamic_update_slice(c, u, (0, s, 0)))(
-        cv, v.transpose(0, 2, 1, 3).astype(cv.dtype), start_b)
-    new_cache = (ck, cv)
-    o = cached_attention(q, ck.astype(dt), cv.astype(dt), mask[:, 0])
+  o, new_cache = attention_core(q, k, v, mask, spec, dt, cache_kv, start_b)
   o = o * jax.nn.sigmoid(gate.astype(jnp.float32)).astype(o.dtype)
   b, t, n, hd = o.shape
   w_o = p["o_anhd"].astype(dt)
@@ -242,7 +225,7 @@ def _layer(cfg: Qwen35Config, kind: str, p, x_btd, ctx, cache=None):
   return x_btd + m, new, logits
 
 
-class Qwen35(nnx.Module):
+class Qwen35(TokenEmbeddings, nnx.Module):
   """Qwen3.5/3.6 causal LM (see module docstring). Dense when ``cfg.num_experts == 0``, else MoE."""
 
   def __init__(self, cfg: Qwen35Config, *, rngs: nnx.Rngs, init_std: float = 0.02):
@@ -382,24 +365,6 @@ class Qwen35(nnx.Module):
     if with_logits:
       logits = logits.reshape((-1,) + logits.shape[2:])
     return x, new_c, logits
-
-  # -- embeddings / head -------------------------------------------------------------------------------------
-  def lm_head_weight(self) -> jax.Array:
-    """The [D, V] output projection (the transposed embedding when tied)."""
-    if self.cfg.tie_word_embeddings:
-      return self.embed_vd[...].T
-    return self.lm_head_dv[...]
-
-  def logits(self, hidden_btd) -> jax.Array:
-    """float32 logits [..., V] from final hidden states (already normed)."""
-    d = hidden_btd.shape[-1]
-    lead = hidden_btd.shape[:-1]
-    y = jnp.dot(hidden_btd.astype(self.cfg.jnp_dtype).reshape(-1, d),
-                self.lm_head_weight().astype(self.cfg.jnp_dtype))
-    return y.reshape(lead + (-1,)).astype(jnp.float32)
-
-  def embed(self, tokens_bt) -> jax.Array:
-    return jnp.take(self.embed_vd[...], tokens_bt, axis=0).astype(self.cfg.jnp_dtype)
 
   def _final(self, x):
     return rms_norm_1p(x, self.final_norm_d[...], self.cfg.rms_norm_eps)
