@@ -255,3 +255,43 @@ def define_model_flags(*, vocab_help: str, batch_help: str, seq_help: str, promp
       seed=flags.DEFINE_integer("seed", 0, "weights and data seed", **kw),
       host_allocator=host_allocator.define_flag(),  # applies to both frameworks (same process)
   )
+
+
+def greedy_programs(graphdef, batch: int, prompt_len: int, new_tokens: int):
+  """Two jitted programs of ``(params, prompt [B, P] int32)`` for a codjax decoder (Qwen3 or Qwen35):
+  ``prefill`` returns the first greedy token [B]; ``generate`` returns all ``new_tokens`` greedy tokens
+  [B, N] from one prefill and a ``lax.fori_loop`` over the rest, decoding as ``JaxEngine`` does (per-layer
+  weights and caches split once outside the token loop, ``decode_head`` / ``decode_logits`` for the
+  vocabulary projection)."""
+  import jax
+  import jax.numpy as jnp
+  from flax import nnx
+
+  b, p, n = batch, prompt_len, new_tokens
+
+  def first_token(model, prompt_bp):
+    cache = model.init_cache(b, p + n)
+    hid, cache = model.forward_cached(prompt_bp, jnp.zeros((b,), jnp.int32), cache)
+    return jnp.argmax(model.logits(hid[:, -1]), axis=-1).astype(jnp.int32), cache
+
+  @jax.jit
+  def prefill(params, prompt_bp):
+    return first_token(nnx.merge(graphdef, params), prompt_bp)[0]
+
+  @jax.jit
+  def generate(params, prompt_bp):
+    model = nnx.merge(graphdef, params)
+    tok, cache = first_token(model, prompt_bp)
+    out = jnp.zeros((b, n), jnp.int32).at[:, 0].set(tok)
+    layers, caches, head = model.split_layers(), model.cache_layers(cache), model.decode_head()
+
+    def body(i, carry):
+      out, tok, caches = carry
+      hid, caches = model.forward_cached_unrolled(tok[:, None], jnp.full((b,), p + i - 1, jnp.int32), layers,
+                                                  caches)
+      tok = jnp.argmax(model.decode_logits(hid[:, 0], head), axis=-1).astype(jnp.int32)
+      return out.at[:, i].set(tok), tok, caches
+
+    return jax.lax.fori_loop(1, n, body, (out, tok, caches))[0]
+
+  return prefill, generate

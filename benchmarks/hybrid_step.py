@@ -48,8 +48,8 @@ from absl import flags
 
 from codjax.train import host_allocator
 
-from common import (HEADER, define_model_flags, host_line, interleaved, jax_sync, no_sync, pin_threads, print_table,
-                    row, set_torch_threads)
+from common import (HEADER, define_model_flags, greedy_programs, host_line, interleaved, jax_sync, no_sync,
+                    pin_threads, print_table, row, set_torch_threads)
 
 _M = define_model_flags(vocab_help="vocab_size", batch_help="batch size (train and decode)",
                         seq_help="train sequence length", prompt_default=128, prompt_help="decode prompt length",
@@ -65,7 +65,8 @@ _EXPERTS = flags.DEFINE_integer("experts", 8, "MoE: num_experts")
 _TOP_K = flags.DEFINE_integer("top_k", 2, "MoE: num_experts_per_tok")
 _MOE_MLP = flags.DEFINE_integer("moe_mlp", 256, "MoE: moe_intermediate_size")
 _SHARED_MLP = flags.DEFINE_integer("shared_mlp", 256, "MoE: shared_expert_intermediate_size")
-_MOE_IMPL = flags.DEFINE_enum("moe_impl", "auto", ["auto", "dense", "ragged"], "codjax Qwen35Config.moe_impl")
+_MOE_IMPL = flags.DEFINE_enum("moe_impl", "auto", ["auto", "blocked", "dense", "ragged"],
+                              "codjax Qwen35Config.moe_impl")
 _CHUNK = flags.DEFINE_integer("delta_chunk", 64, "codjax delta_chunk_size (tokens per chunk of the DeltaNet)")
 _ATTN = flags.DEFINE_enum("attention", "blockwise", ["xla", "blockwise"], "codjax attention_impl of the full "
                           "attention layers (full-sequence forward)")
@@ -184,32 +185,7 @@ def bench_decode(cfg, ours, theirs, rng) -> list[list[object]]:
   def engine_generate():
     return np.array([c.token_ids for c in engine.generate(prompt_rows, greedy)])
 
-  def prefill(model, prompt_bp):
-    cache = model.init_cache(b, p + n)
-    hid, cache = model.forward_cached(prompt_bp, jnp.zeros((b,), jnp.int32), cache)
-    return jnp.argmax(model.logits(hid[:, -1]), axis=-1).astype(jnp.int32), cache
-
-  @jax.jit
-  def jax_prefill(params, prompt_bp):
-    return prefill(nnx.merge(graphdef, params), prompt_bp)[0]
-
-  @jax.jit
-  def jax_generate(params, prompt_bp):
-    model = nnx.merge(graphdef, params)
-    tok, cache = prefill(model, prompt_bp)
-    out = jnp.zeros((b, n), jnp.int32).at[:, 0].set(tok)
-    # per-layer weights and caches (KV for full layers, conv inputs + recurrent state for linear ones), split
-    # once outside the token loop, as JaxEngine decodes
-    layers, caches = model.split_layers(), model.cache_layers(cache)
-
-    def body(i, carry):
-      out, tok, caches = carry
-      hid, caches = model.forward_cached_unrolled(tok[:, None], jnp.full((b,), p + i - 1, jnp.int32), layers,
-                                                  caches)
-      tok = jnp.argmax(model.logits(hid[:, 0]), axis=-1).astype(jnp.int32)
-      return out.at[:, i].set(tok), tok, caches
-
-    return jax.lax.fori_loop(1, n, body, (out, tok, caches))[0]
+  jax_prefill, jax_generate = greedy_programs(graphdef, b, p, n)
 
   prompt_j = jnp.asarray(prompt, jnp.int32)
   prompt_t = torch.tensor(prompt)

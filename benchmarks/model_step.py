@@ -36,8 +36,8 @@ from absl import flags
 
 from codjax.train import host_allocator
 
-from common import (HEADER, define_model_flags, host_line, interleaved, jax_sync, no_sync, pin_threads, print_table,
-                    row, set_torch_threads)
+from common import (HEADER, define_model_flags, greedy_programs, host_line, interleaved, jax_sync, no_sync,
+                    pin_threads, print_table, row, set_torch_threads)
 
 _M = define_model_flags(vocab_help="vocab_size (Qwen3's 151936 would make the lm_head ~3/4 of this model's FLOPs; "
                         "32k is a typical small-model vocabulary)", batch_help="batch size (train and decode)",
@@ -135,33 +135,7 @@ def bench_decode(cfg, ours, theirs, rng) -> list[list[object]]:
   prompt = rng.integers(0, cfg.vocab_size, (b, p))
   graphdef, params = nnx.split(ours)
 
-  def prefill(model, prompt_bp):
-    cache = model.init_cache(b, p + n)
-    hid, cache = model.forward_cached(prompt_bp, jnp.zeros((b,), jnp.int32), cache)
-    return jnp.argmax(model.logits(hid[:, -1]), axis=-1).astype(jnp.int32), cache
-
-  @jax.jit
-  def jax_prefill(params, prompt_bp):
-    return prefill(nnx.merge(graphdef, params), prompt_bp)[0]
-
-  @jax.jit
-  def jax_generate(params, prompt_bp):
-    model = nnx.merge(graphdef, params)
-    tok, cache = prefill(model, prompt_bp)
-    out = jnp.zeros((b, n), jnp.int32).at[:, 0].set(tok)
-
-    # as JaxEngine decodes: per-layer weights and caches split once, outside the token loop
-    layers = model.split_layers()
-    caches = [(cache[0][l], cache[1][l]) for l in range(len(layers))]
-
-    def body(i, carry):
-      out, tok, caches = carry
-      hid, caches = model.forward_cached_unrolled(tok[:, None], jnp.full((b,), p + i - 1, jnp.int32), layers,
-                                                  caches)
-      tok = jnp.argmax(model.logits(hid[:, 0]), axis=-1).astype(jnp.int32)
-      return out.at[:, i].set(tok), tok, caches
-
-    return jax.lax.fori_loop(1, n, body, (out, tok, caches))[0]
+  jax_prefill, jax_generate = greedy_programs(graphdef, b, p, n)
 
   prompt_j = jnp.asarray(prompt, jnp.int32)
   prompt_t = torch.tensor(prompt)

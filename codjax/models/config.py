@@ -248,7 +248,8 @@ class Qwen35Config(_ComputeDtypes):
   # tokens per chunk of the chunked Gated DeltaNet (training / scoring / prefill)
   delta_chunk_size: int = 64
   # codjax.models.moe.experts_forward: "ragged" (sorted assignments, jax.lax.ragged_dot: grouped matmuls on
-  # GPU/TPU), "dense" (every expert on every token, weighted: faster on XLA CPU), "auto" (dense on CPU)
+  # GPU/TPU), "blocked" (sorted assignments in one-expert row blocks, batched matmul: fastest on XLA CPU),
+  # "dense" (every expert on every token, weighted), "auto" (blocked on CPU, ragged elsewhere)
   moe_impl: str = "auto"
 
   def __post_init__(self):
@@ -289,8 +290,8 @@ class Qwen35Config(_ComputeDtypes):
     if not self.router_aux_loss_coef >= 0:
       raise ValueError(f"router_aux_loss_coef must be >= 0, got {self.router_aux_loss_coef}")
     _check_compute_fields(self)
-    if self.moe_impl not in ("ragged", "dense", "auto"):
-      raise ValueError(f"moe_impl must be 'ragged', 'dense' or 'auto', got {self.moe_impl!r}")
+    if self.moe_impl not in ("ragged", "blocked", "dense", "auto"):
+      raise ValueError(f"moe_impl must be 'ragged', 'blocked', 'dense' or 'auto', got {self.moe_impl!r}")
 
   # -- derived -------------------------------------------------------------------------------------------
   @property

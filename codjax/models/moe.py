@@ -10,23 +10,32 @@ For N token rows x [N, D], E routed experts of width F, k experts per token, a s
   y = sum_j w_j * down_{e_j}(silu(gate_{e_j} x) * up_{e_j} x)
       + sigmoid(x w_sg) * down_s(silu(gate_s x) * up_s x)       (shared SwiGLU expert, scalar gate per token)
 
-Every routed (token, expert) pair is computed (dropless: no capacity factor, no dropped tokens). Two exact
+Every routed (token, expert) pair is computed (dropless: no capacity factor, no dropped tokens). Three exact
 implementations of the routed sum (``experts_forward(impl=...)``):
 
-  "ragged"  the N*k assignments sorted by expert, each expert's contiguous rows multiplied by its own
-            weights with ``jax.lax.ragged_dot`` (group sizes = assignment counts), then un-sorted and
-            weighted. GPU/TPU lower ragged_dot to a native grouped matmul (FLOPs of the k routed experts only);
-            XLA CPU lowers it to a masked dense dot over all E groups for each of the N*k rows (k times the
-            FLOPs of "dense").
-  "dense"   every expert on every token, outputs weighted by the combine matrix
-            c[n, e] = sum_j w_j [e_j = e] (zero for experts a token is not routed to): E/k times the routed
-            FLOPs, but plain batched matmuls.
+  "ragged"   the A = N*k assignments sorted by expert, each expert's contiguous rows multiplied by its own
+             weights with ``jax.lax.ragged_dot`` (group sizes = assignment counts), then un-sorted and
+             weighted. GPU/TPU lower ragged_dot to a native grouped matmul (FLOPs of the k routed experts
+             only); XLA CPU lowers it to a masked dense dot over all E groups for each of the A rows (k times
+             the FLOPs of "dense").
+  "blocked"  the sorted assignments laid out in blocks of R rows, each expert's group padded with zero rows
+             to a multiple of R, so every block belongs to one expert; the blocks are multiplied by their
+             experts' gathered weights in one batched matmul and un-sorted. Blocks needed: sum_e ceil(c_e / R)
+             <= floor(A / R) + E (c_e = assignments of expert e), a static bound; padding rows cost at most
+             E (R - 1) rows. R = ``block_rows(A, E)``: about A / (4 E), a power of two in [1, 128], so decode
+             (A = k rows per token) multiplies each assignment by its own expert's weights (R = 1) and a
+             train batch wastes at most ~1/4 extra rows.
+  "dense"    every expert on every token, outputs weighted by the combine matrix
+             c[n, e] = sum_j w_j [e_j = e] (zero for experts a token is not routed to): E/k times the routed
+             FLOPs, but plain batched matmuls.
 
-The default, ``impl="auto"``, is "dense" on the CPU backend and "ragged" elsewhere. Measured on XLA CPU (2
-shared cores, jax 0.10.2; N=2048, E=16, k=4, D=128, F=64, float32; jit of value_and_grad of route +
-experts_forward w.r.t. x and all weights; median of 20 calls): dense ~150-170 ms, ragged ~420-430 ms. Not
-measured on GPU; there ragged computes only the routed rows, where dense would cost E/k times the FLOPs and
-an [N, E, F] activation (32x for the default Qwen3.5-MoE config's E=256, k=8).
+The default, ``impl="auto"``, is "blocked" on the CPU backend and "ragged" elsewhere. Measured on XLA CPU (1
+thread, jax 0.10.2, float32, the hybrid benchmark's 8-layer model with 8 experts top-2, D = F = 256,
+B = 4 x T = 512; ``benchmarks/hybrid_step.py --moe``): see benchmarks/README.md, "Qwen3.5/3.6 hybrid".
+Earlier (2 shared cores; N=2048, E=16, k=4, D=128, F=64; jit of value_and_grad of route + experts_forward):
+dense ~150-170 ms, ragged ~420-430 ms. Not measured on GPU; there ragged computes only the routed rows,
+where dense would cost E/k times the FLOPs and an [N, E, F] activation (32x for the default Qwen3.5-MoE
+config's E=256, k=8), and blocked would gather up to (A / R + E) copies of expert weights.
 
 Load-balancing loss (Switch Transformer eqs. 4-6, in HF's ``load_balancing_loss_func`` form) over router
 logits stacked across L layers [L, N, E] and an optional token mask m [N] (1 = real token, same for every
@@ -57,7 +66,9 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 
-IMPLS = ("ragged", "dense")
+from codjax.models.matmul import matmul
+
+IMPLS = ("ragged", "blocked", "dense")
 
 #: logical axes of ``moe_block``'s parameters (one layer; a model stacking layers prepends "layers"), for the
 #: rules of codjax.parallel.sharding: expert weights split over ``expert`` on E, ``fsdp`` on D, ``tensor`` on F
@@ -80,16 +91,21 @@ def route(x_nd, router_de, top_k: int):
   probabilities (ties to the lowest expert index) renormalised to sum 1. The weights are differentiable
   functions of the logits, so the router learns through them.
   """
-  logits_ne = jnp.einsum("nd,de->ne", x_nd, router_de.astype(x_nd.dtype)).astype(jnp.float32)
+  return route_from_logits(matmul(x_nd, router_de.astype(x_nd.dtype)), top_k, x_nd.dtype)
+
+
+def route_from_logits(logits_ne, top_k: int, dtype):
+  """``route`` from router logits already computed (in x's dtype): (float32 logits, weights, expert ids)."""
+  logits_ne = logits_ne.astype(jnp.float32)
   p_ne = jax.nn.softmax(logits_ne, axis=-1)
   top_nk, experts_nk = jax.lax.top_k(p_ne, top_k)
-  weights_nk = (top_nk / jnp.sum(top_nk, axis=-1, keepdims=True)).astype(x_nd.dtype)
+  weights_nk = (top_nk / jnp.sum(top_nk, axis=-1, keepdims=True)).astype(dtype)
   return logits_ne, weights_nk, experts_nk.astype(jnp.int32)
 
 
 def _resolve_impl(impl: str) -> str:
   if impl == "auto":
-    return "dense" if jax.default_backend() == "cpu" else "ragged"
+    return "blocked" if jax.default_backend() == "cpu" else "ragged"
   if impl not in IMPLS:
     raise ValueError(f"impl must be 'auto' or one of {IMPLS}, got {impl!r}")
   return impl
@@ -110,6 +126,44 @@ def _experts_ragged(x_nd, weights_nk, experts_nk, gate_edf, up_edf, down_efd):
   return jnp.einsum("nkd,nk->nd", o_nkd, weights_nk)
 
 
+def block_rows(num_assignments: int, num_experts: int) -> int:
+  """Rows per block of the "blocked" implementation: the power of two nearest below A / (4 E), in [1, 128]."""
+  target = num_assignments // (4 * num_experts)
+  r = 1
+  while r * 2 <= min(target, 128):
+    r *= 2
+  return r
+
+
+def _experts_blocked(x_nd, weights_nk, experts_nk, gate_edf, up_edf, down_efd):
+  n, k = experts_nk.shape
+  e = gate_edf.shape[0]
+  a = n * k
+  r = block_rows(a, e)
+  nb = a if r == 1 else a // r + e  # static bound on the blocks sum_e ceil(c_e / r)
+  flat_a = experts_nk.reshape(-1)  # assignment a = n * k + j
+  order_s = jnp.argsort(flat_a, stable=True)  # sorted position s -> assignment
+  sizes_e = jnp.bincount(flat_a, length=e).astype(jnp.int32)
+  start_e = jnp.cumsum(sizes_e) - sizes_e  # first sorted position of expert e
+  padded_e = -(-sizes_e // r) * r
+  pstart_e = jnp.cumsum(padded_e) - padded_e  # first padded row of expert e
+  sorted_e = flat_a[order_s]
+  dest_s = pstart_e[sorted_e] + jnp.arange(a, dtype=jnp.int32) - start_e[sorted_e]  # padded row of s
+  rows = nb * r
+  # padded row -> token row (N: the zero row appended below); assignment -> padded row
+  token_p = jnp.full((rows,), n, jnp.int32).at[dest_s].set((order_s // k).astype(jnp.int32))
+  row_a = jnp.zeros((a,), jnp.int32).at[order_s].set(dest_s)
+  # block b belongs to the expert whose padded range holds row b r (trailing empty blocks: clipped, zero rows)
+  block_e = jnp.clip(jnp.searchsorted(jnp.cumsum(padded_e), jnp.arange(nb) * r, side="right"), 0, e - 1)
+  x_ext = jnp.concatenate([x_nd, jnp.zeros((1, x_nd.shape[1]), x_nd.dtype)], axis=0)
+  xb_brd = jnp.take(x_ext, token_p, axis=0).reshape(nb, r, -1)
+  g = jnp.einsum("brd,bdf->brf", xb_brd, jnp.take(gate_edf, block_e, axis=0))
+  u = jnp.einsum("brd,bdf->brf", xb_brd, jnp.take(up_edf, block_e, axis=0))
+  o_brd = jnp.einsum("brf,bfd->brd", jax.nn.silu(g) * u, jnp.take(down_efd, block_e, axis=0))
+  o_nkd = jnp.take(o_brd.reshape(rows, -1), row_a, axis=0).reshape(n, k, -1)
+  return jnp.einsum("nkd,nk->nd", o_nkd, weights_nk)
+
+
 def _experts_dense(x_nd, weights_nk, experts_nk, gate_edf, up_edf, down_efd):
   e = gate_edf.shape[0]
   combine_ne = jnp.einsum("nk,nke->ne", weights_nk, jax.nn.one_hot(experts_nk, e, dtype=weights_nk.dtype))
@@ -122,33 +176,45 @@ def _experts_dense(x_nd, weights_nk, experts_nk, gate_edf, up_edf, down_efd):
 def experts_forward(x_nd, weights_nk, experts_nk, gate_edf, up_edf, down_efd, *, impl: str = "auto"):
   """sum_j w_j * down_{e_j}(silu(gate_{e_j} x) * up_{e_j} x) for every token row [N, D] (dropless).
 
-  ``impl``: "ragged" (sorted assignments, ``jax.lax.ragged_dot``), "dense" (all experts, combine-weighted) or
-  "auto" (module docstring). Weights are cast to x's dtype.
+  ``impl``: "ragged" (sorted assignments, ``jax.lax.ragged_dot``), "blocked" (sorted assignments in
+  one-expert blocks, batched matmul), "dense" (all experts, combine-weighted) or "auto" (module docstring).
+  Weights are cast to x's dtype.
   """
   dt = x_nd.dtype
-  fn = _experts_ragged if _resolve_impl(impl) == "ragged" else _experts_dense
+  fn = {"ragged": _experts_ragged, "blocked": _experts_blocked, "dense": _experts_dense}[_resolve_impl(impl)]
   return fn(x_nd, weights_nk.astype(dt), experts_nk, gate_edf.astype(dt), up_edf.astype(dt), down_efd.astype(dt))
 
 
 def swiglu(x_nd, gate_df, up_df, down_fd):
   """down(silu(x W_gate) * (x W_up)), weights cast to x's dtype."""
   dt = x_nd.dtype
-  h = jax.nn.silu(x_nd @ gate_df.astype(dt)) * (x_nd @ up_df.astype(dt))
-  return h @ down_fd.astype(dt)
+  h = jax.nn.silu(matmul(x_nd, gate_df.astype(dt))) * matmul(x_nd, up_df.astype(dt))
+  return matmul(h, down_fd.astype(dt))
 
 
 def moe_block(x_btd, p: Mapping[str, Any], *, top_k: int, impl: str = "auto"):
   """The sparse MoE block (routed experts + gated shared expert): (y [B, T, D], router logits [B*T, E] float32).
 
   ``p`` holds router_de, egate_edf, eup_edf, edown_efd, sgate_df, sup_df, sdown_fd, shared_gate_d (layouts in
-  the module docstring). Router logits are returned for ``load_balancing_loss`` (rows in x's B*T order).
+  the module docstring), and optionally ``in_dx`` = [router_de | sgate_df | sup_df | shared_gate_d] concatenated
+  on the output axis, which then replaces those four products with one (the decode path's fused inputs).
+  Router logits are returned for ``load_balancing_loss`` (rows in x's B*T order).
   """
   b, t, d = x_btd.shape
   x_nd = x_btd.reshape(b * t, d)
-  logits_ne, weights_nk, experts_nk = route(x_nd, p["router_de"], top_k)
+  dt = x_nd.dtype
+  if "in_dx" in p:  # router, shared gate / up and shared-expert gate fused into one [D, E + 2S + 1] weight
+    e, s = p["router_de"].shape[1], p["sgate_df"].shape[1]
+    y = matmul(x_nd, p["in_dx"].astype(dt))
+    logits_ne, weights_nk, experts_nk = route_from_logits(y[:, :e], top_k, dt)
+    shared_nd = matmul(jax.nn.silu(y[:, e:e + s]) * y[:, e + s:e + 2 * s], p["sdown_fd"].astype(dt))
+    gate_pre_n1 = y[:, e + 2 * s:]
+  else:
+    logits_ne, weights_nk, experts_nk = route(x_nd, p["router_de"], top_k)
+    shared_nd = swiglu(x_nd, p["sgate_df"], p["sup_df"], p["sdown_fd"])
+    gate_pre_n1 = matmul(x_nd, p["shared_gate_d"].astype(dt)[:, None])
   y_nd = experts_forward(x_nd, weights_nk, experts_nk, p["egate_edf"], p["eup_edf"], p["edown_efd"], impl=impl)
-  shared_nd = swiglu(x_nd, p["sgate_df"], p["sup_df"], p["sdown_fd"])
-  gate_n1 = jax.nn.sigmoid(x_nd @ p["shared_gate_d"].astype(x_nd.dtype)[:, None])
+  gate_n1 = jax.nn.sigmoid(gate_pre_n1)
   return (y_nd + gate_n1 * shared_nd).reshape(b, t, d), logits_ne
 
 

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from codjax.models.config import Qwen3Config
+from codjax.models.matmul import matmul
 
 # Logical axes of every parameter: the model's half of the sharding seam, passed to the functions of
 # codjax.parallel.sharding (which hold the rules and never import models). Layer params carry a leading
@@ -93,10 +94,10 @@ class AttnSpec:
 
 
 def _proj(x_btd, w_d___):
-  """``'BTD,D...->BT...'`` as one 2-D matmul on [B*T, D]: XLA on CPU then writes no transposed copies of
-  the activation gradient (measured ~10% of a train step against the 3-D einsum)."""
+  """``'BTD,D...->BT...'`` as one 2-D matmul on [B*T, D] (``codjax.models.matmul``): XLA on CPU then writes
+  no transposed copies of the activation gradient (measured ~10% of a train step against the 3-D einsum)."""
   b, t, d = x_btd.shape
-  y = jnp.dot(x_btd.reshape(b * t, d), w_d___.reshape(d, -1))
+  y = matmul(x_btd.reshape(b * t, d), w_d___.reshape(d, -1))
   return y.reshape((b, t) + w_d___.shape[1:])
 
 
@@ -255,7 +256,7 @@ def _attention(cfg: Qwen3Config, p: dict[str, Any], h_btd, sin, cos, mask_b1ts, 
   b, t, n, h = o.shape
   w_o = p["o_lnhd"].astype(dt)
   d = w_o.shape[-1]
-  out = jnp.dot(o.reshape(b * t, n * h), w_o.reshape(n * h, d)).reshape(b, t, d)  # 'BTNH,NHD->BTD'
+  out = matmul(o.reshape(b * t, n * h), w_o.reshape(n * h, d)).reshape(b, t, d)  # 'BTNH,NHD->BTD'
   return out, new_cache
 
 
@@ -302,9 +303,28 @@ class TokenEmbeddings:
     """float32 logits [..., V] from final hidden states (already normed)."""
     d = hidden_btd.shape[-1]
     lead = hidden_btd.shape[:-1]
-    y = jnp.dot(hidden_btd.astype(self.cfg.jnp_dtype).reshape(-1, d),
-                self.lm_head_weight().astype(self.cfg.jnp_dtype))
+    y = matmul(hidden_btd.astype(self.cfg.jnp_dtype).reshape(-1, d),
+               self.lm_head_weight().astype(self.cfg.jnp_dtype))
     return y.reshape(lead + (-1,)).astype(jnp.float32)
+
+  def decode_head(self) -> jax.Array:
+    """The output projection prepared once per decode call, outside its token loop, for ``decode_logits``:
+    in the compute dtype; on the CPU backend as [V, D] (the tied embedding itself, or one transposed copy
+    of ``lm_head_dv``), elsewhere as [D, V]. XLA CPU multiplies a few decode rows by W_vd^T ~1.7x faster
+    than by W_dv (4 x 256 by 256 x 32768: 7-8 ms against 12-14 ms; benchmarks/README.md), and the copy is
+    made once per call, not per token (behind an optimization barrier, so XLA cannot fold it back)."""
+    dt = self.cfg.jnp_dtype
+    if jax.default_backend() != "cpu":
+      return self.lm_head_weight().astype(dt)
+    if self.cfg.tie_word_embeddings:
+      return self.embed_vd[...].astype(dt)
+    return jax.lax.optimization_barrier(self.lm_head_dv[...].astype(dt).T)
+
+  def decode_logits(self, hidden_bd, head) -> jax.Array:
+    """float32 logits [B, V] from final hidden states [B, D] and ``decode_head()`` (equal to ``logits``)."""
+    h = hidden_bd.astype(self.cfg.jnp_dtype)
+    spec = "bd,vd->bv" if jax.default_backend() == "cpu" else "bd,dv->bv"
+    return jnp.einsum(spec, h, head).astype(jnp.float32)
 
   def embed(self, tokens_bt) -> jax.Array:
     return jnp.take(self.embed_vd[...], tokens_bt, axis=0).astype(self.cfg.jnp_dtype)

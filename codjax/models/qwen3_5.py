@@ -40,11 +40,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from codjax.models import gated_deltanet as gdn
 from codjax.models import moe as moe_lib
 from codjax.models.config import Qwen35Config
+from codjax.models.matmul import matmul
 from codjax.models.qwen3 import (AttnSpec, TokenEmbeddings, _normal, _proj, _remat, apply_rope, attention_core,
                                  rope_sin_cos)
 
@@ -126,19 +128,42 @@ def apply_partial_rope(x_btnh, sin_btr, cos_btr):
 
 
 # -- layers ----------------------------------------------------------------------------------------------
+#: decode-time fused input projections (``split_layers(fuse_inputs=True)``): name -> the weights it concatenates
+FUSED_INPUTS = {
+    "full_attention": ("attn_in_dx", ("q_adnh", "qgate_adnh", "k_adkh", "v_adkh")),
+    "linear_attention": ("lin_in_dx", ("lq_rdjc", "lk_rdjc", "lv_rdus", "lz_rdus", "lb_rdu", "la_rdu")),
+    "dense_mlp": ("mlp_in_dx", ("gate_ldf", "up_ldf")),
+    "moe": ("moe_in_dx", ("router_lde", "sgate_ldf", "sup_ldf", "shared_gate_ld")),
+}
+
+
+def _in_projs(p, kind: str, h_btd, dt) -> list:
+  """The input projections h W_n of one layer part (``FUSED_INPUTS[kind]``), each shaped [B, T, *W_n.shape[1:]]:
+  one matmul by the fused [D, sum] weight when ``split_layers`` prepared it (decode), else one per weight."""
+  fused, names = FUSED_INPUTS[kind]
+  if fused not in p:
+    return [_proj(h_btd, p[n].astype(dt)) for n in names]
+  b, t, d = h_btd.shape
+  y = matmul(h_btd.reshape(b * t, d), p[fused])
+  outs, off = [], 0
+  for n in names:
+    shape = p[n].shape[1:]
+    size = int(np.prod(shape))
+    outs.append(y[:, off:off + size].reshape((b, t) + shape))
+    off += size
+  return outs
+
+
 def _full_attention(cfg: Qwen35Config, p, h_btd, sin, cos, mask, spec: AttnSpec, cache_kv=None, start_b=None):
   dt = cfg.jnp_dtype
-  q = _proj(h_btd, p["q_adnh"].astype(dt))
-  gate = _proj(h_btd, p["qgate_adnh"].astype(dt))
-  k = _proj(h_btd, p["k_adkh"].astype(dt))
-  v = _proj(h_btd, p["v_adkh"].astype(dt))
+  q, gate, k, v = _in_projs(p, "full_attention", h_btd, dt)
   q = apply_partial_rope(rms_norm_1p(q, p["q_norm_ah"], cfg.rms_norm_eps), sin, cos)
   k = apply_partial_rope(rms_norm_1p(k, p["k_norm_ah"], cfg.rms_norm_eps), sin, cos)
   o, new_cache = attention_core(q, k, v, mask, spec, dt, cache_kv, start_b)
   o = o * jax.nn.sigmoid(gate.astype(jnp.float32)).astype(o.dtype)
   b, t, n, hd = o.shape
   w_o = p["o_anhd"].astype(dt)
-  out = jnp.dot(o.reshape(b * t, n * hd), w_o.reshape(n * hd, -1)).reshape(b, t, -1)
+  out = matmul(o.reshape(b * t, n * hd), w_o.reshape(n * hd, -1)).reshape(b, t, -1)
   return out, new_cache
 
 
@@ -151,12 +176,10 @@ def _linear_attention(cfg: Qwen35Config, p, h_btd, segment_ids_bt=None, cache=No
   b, t, _ = h_btd.shape
   hk, hv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
   dk, dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
-  xq = _proj(h_btd, p["lq_rdjc"].astype(dt)).reshape(b, t, hk * dk)
-  xk = _proj(h_btd, p["lk_rdjc"].astype(dt)).reshape(b, t, hk * dk)
-  xv = _proj(h_btd, p["lv_rdus"].astype(dt)).reshape(b, t, hv * dv)
-  z = _proj(h_btd, p["lz_rdus"].astype(dt))  # [B, T, Hv, dv]
-  beta = jax.nn.sigmoid(_proj(h_btd, p["lb_rdu"].astype(dt)).astype(jnp.float32))
-  a = _proj(h_btd, p["la_rdu"].astype(dt)).astype(jnp.float32)
+  xq, xk, xv, z, xb, xa = _in_projs(p, "linear_attention", h_btd, dt)  # z: [B, T, Hv, dv]
+  xq, xk, xv = xq.reshape(b, t, hk * dk), xk.reshape(b, t, hk * dk), xv.reshape(b, t, hv * dv)
+  beta = jax.nn.sigmoid(xb.astype(jnp.float32))
+  a = xa.astype(jnp.float32)
   g = -jnp.exp(p["a_log_ru"].astype(jnp.float32)) * jax.nn.softplus(a + p["dt_bias_ru"].astype(jnp.float32))
   width = cfg.linear_conv_kernel_dim
   if cache is not None:
@@ -190,7 +213,7 @@ def _linear_attention(cfg: Qwen35Config, p, h_btd, segment_ids_bt=None, cache=No
                                           initial_state_bhkv=state0, chunk_size=cfg.delta_chunk_size)
   o = gdn.gated_rms_norm(o.astype(dt), z, p["lnorm_rs"], cfg.rms_norm_eps)
   w_o = p["lo_rusd"].astype(dt)
-  out = jnp.dot(o.reshape(b * t, hv * dv), w_o.reshape(hv * dv, -1)).reshape(b, t, -1)
+  out = matmul(o.reshape(b * t, hv * dv), w_o.reshape(hv * dv, -1)).reshape(b, t, -1)
   new_cache = None
   if cache is not None:
     new_cache = {"conv_q": nq.astype(cache["conv_q"].dtype), "conv_k": nk.astype(cache["conv_k"].dtype),
@@ -202,13 +225,14 @@ def _mlp(cfg: Qwen35Config, p, h_btd):
   """(output, router logits [B*T, E] or None)."""
   dt = cfg.jnp_dtype
   if not cfg.is_moe:
-    g = _proj(h_btd, p["gate_ldf"].astype(dt))
-    u = _proj(h_btd, p["up_ldf"].astype(dt))
+    g, u = _in_projs(p, "dense_mlp", h_btd, dt)
     return _proj(jax.nn.silu(g) * u, p["down_lfd"].astype(dt)), None
   mp = {"router_de": p["router_lde"].astype(dt), "egate_edf": p["egate_ledf"].astype(dt),
         "eup_edf": p["eup_ledf"].astype(dt), "edown_efd": p["edown_lefd"].astype(dt),
         "sgate_df": p["sgate_ldf"].astype(dt), "sup_df": p["sup_ldf"].astype(dt),
         "sdown_fd": p["sdown_lfd"].astype(dt), "shared_gate_d": p["shared_gate_ld"].astype(dt)}
+  if "moe_in_dx" in p:
+    mp["in_dx"] = p["moe_in_dx"]
   return moe_lib.moe_block(h_btd, mp, top_k=cfg.num_experts_per_tok, impl=cfg.moe_impl)
 
 
@@ -284,9 +308,20 @@ class Qwen35(TokenEmbeddings, nnx.Module):
   def _stacked(self) -> dict[str, dict[str, jax.Array]]:
     return {group: {n: getattr(self, n)[...] for n in names} for group, names in self.param_names().items()}
 
-  def split_layers(self) -> list[dict[str, jax.Array]]:
-    """Per-layer parameter dicts (slices of the stacked weights) in layer order, for ``forward_cached_unrolled``."""
+  def split_layers(self, fuse_inputs: bool | None = None) -> list[dict[str, jax.Array]]:
+    """Per-layer parameter dicts (slices of the stacked weights) in layer order, for ``forward_cached_unrolled``.
+
+    ``fuse_inputs`` (default: on the CPU backend) adds each layer's input projections concatenated into one
+    [D, sum] weight in the compute dtype (``FUSED_INPUTS``: the six Gated DeltaNet inputs, the four of gated
+    attention, the MLP's gate and up, or the MoE router with the shared expert's inputs), so a decode step
+    runs one matmul where it ran up to six. XLA CPU runs a few-row matmul far below its memory bandwidth and
+    pays per product (a linear layer's six inputs at B = 4: 0.90 -> 0.50 ms per token; benchmarks/README.md);
+    the copy is made once per decode call, outside the token loop. Off the CPU the copy would cost memory for
+    little gain, so the default leaves it out."""
     cfg = self.cfg
+    dt = cfg.jnp_dtype
+    if fuse_inputs is None:
+      fuse_inputs = jax.default_backend() == "cpu"
     st = self._stacked()
     out, ia, ir = [], 0, 0
     for i, kind in enumerate(cfg.layer_types):
@@ -297,6 +332,11 @@ class Qwen35(TokenEmbeddings, nnx.Module):
       else:
         p.update({n: v[ir] for n, v in st["linear"].items()})
         ir += 1
+      if fuse_inputs:
+        for part in (kind, "moe" if cfg.is_moe else "dense_mlp"):
+          fused, names = FUSED_INPUTS[part]
+          w = jnp.concatenate([p[n].reshape(p[n].shape[0], -1).astype(dt) for n in names], axis=1)
+          p[fused] = jax.lax.optimization_barrier(w)
       out.append(p)
     return out
 

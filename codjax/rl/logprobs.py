@@ -13,6 +13,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from codjax.models.matmul import matmul
+
+
+def _scores(h_btd, w_dv):
+  """h [B, T, D] @ w [D, V] -> [B, T, V] as one 2-D ``matmul`` (its CPU weight gradient is x^T dz)."""
+  b, t, d = h_btd.shape
+  return matmul(h_btd.reshape(b * t, d), w_dv).reshape(b, t, -1)
+
 
 def vocab_chunks(vocab: int, target: int) -> int:
   """The largest divisor of ``vocab`` that is <= ``target`` chunks (1 if none fits). ``target = 0`` picks
@@ -32,8 +40,7 @@ def token_logprobs_and_entropy(hidden_btd, w_dv, targets_bt, *, temperature: flo
   d, v = w_dv.shape
   c = vocab_chunks(v, num_chunks)
   if c == 1:  # one chunk: plain logsumexp (the scan + remat path would keep ~5 logits-sized temporaries)
-    z = (jnp.einsum("BTD,DV->BTV", hidden_btd.astype(compute_dtype), w_dv.astype(compute_dtype))
-         .astype(jnp.float32) / temperature)
+    z = _scores(hidden_btd.astype(compute_dtype), w_dv.astype(compute_dtype)).astype(jnp.float32) / temperature
     lse = jax.nn.logsumexp(z, axis=-1)
     tgt = jnp.take_along_axis(z, targets_bt[..., None], axis=-1)[..., 0]
     ent = lse - jnp.sum(jax.nn.softmax(z, axis=-1) * z, axis=-1)
@@ -50,7 +57,7 @@ def token_logprobs_and_entropy(hidden_btd, w_dv, targets_bt, *, temperature: flo
   def body(carry, xs):
     m, s, u, tgt = carry
     w_c, k = xs
-    z = jnp.einsum("BTD,DV->BTV", h, w_c).astype(jnp.float32) * inv_t
+    z = _scores(h, w_c).astype(jnp.float32) * inv_t
     m_new = jnp.maximum(m, jnp.max(z, axis=-1))
     scale = jnp.exp(m - m_new)
     e = jnp.exp(z - m_new[..., None])

@@ -162,6 +162,7 @@ class JaxEngine:
     model = nnx.merge(self._graphdef, params)
     # per-layer weights and caches, split once outside the token loop (no per-token copies)
     layers = model.split_layers()
+    head = model.decode_head()
     window = model.cache_take(cache, slots_b, length)
     sub = model.cache_layers(window)
     b = slots_b.shape[0]
@@ -169,8 +170,8 @@ class JaxEngine:
     def is_stop(tok):
       return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
 
-    tok0, lp0 = sample_tokens(token_keys(keys_b, offset_b), model.logits(last_h_bd), temperature, top_k, top_p,
-                              greedy)
+    tok0, lp0 = sample_tokens(token_keys(keys_b, offset_b), model.decode_logits(last_h_bd, head), temperature,
+                              top_k, top_p, greedy)
     out_t = jnp.zeros((b, max_new), jnp.int32).at[:, 0].set(tok0)
     out_lp = jnp.zeros((b, max_new), jnp.float32).at[:, 0].set(lp0)
     n = jnp.ones((b,), jnp.int32)
@@ -185,8 +186,8 @@ class JaxEngine:
       # a finished row feeds nothing: its recurrent state (hybrid models) stays at its reply's end
       hidden, sub = model.forward_cached_unrolled(tok[:, None], start_b + i - 1, layers, sub,
                                                   (~done).astype(jnp.int32))
-      nt, nlp = sample_tokens(token_keys(keys_b, offset_b + i), model.logits(hidden[:, 0]), temperature, top_k,
-                              top_p, greedy)
+      nt, nlp = sample_tokens(token_keys(keys_b, offset_b + i), model.decode_logits(hidden[:, 0], head),
+                              temperature, top_k, top_p, greedy)
       active = ~done
       out_t = out_t.at[:, i].set(jnp.where(active, nt, 0))
       out_lp = out_lp.at[:, i].set(jnp.where(active, nlp, 0.0))

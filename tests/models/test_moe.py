@@ -1,6 +1,8 @@
 """codjax.models.moe against transformers' Qwen3.5-MoE block and load-balancing loss (torch, float32), and
 float64 numpy references of the routed sum."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,7 +15,7 @@ from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import (Qwen3_5MoeSpar
 from codjax.models import moe
 
 D, E, F, S = 64, 8, 32, 48
-IMPLS = ("ragged", "dense")
+IMPLS = ("ragged", "blocked", "dense")
 
 
 def hf_block(top_k: int, seed: int = 0):
@@ -224,6 +226,41 @@ def test_load_balancing_loss_is_k_when_probabilities_are_uniform_and_learns_the_
   rng = np.random.default_rng(0)
   g = jax.jit(jax.grad(lambda l: moe.load_balancing_loss(l, k)))(jnp.asarray(rng.normal(size=(2, 12, E)), jnp.float32))
   assert np.abs(np.asarray(g)).max() > 1e-4
+
+
+def test_block_rows_targets_a_quarter_of_padding():
+  assert [moe.block_rows(a, 8) for a in (8, 31, 32, 64, 100, 512, 4096, 10 ** 6)] == [1, 1, 1, 2, 2, 16, 128, 128]
+
+
+@pytest.mark.parametrize("n,k", [(3, 2), (97, 3), (256, 2)])  # rows per block 1, 2, 16
+def test_blocked_equals_reference_with_empty_and_full_groups(n, k):
+  """The blocked layout is exact whatever the group sizes: experts with no tokens, groups that fill whole
+  blocks, groups one row past a block, and trailing unused blocks; its gradients equal the dense form's."""
+  rng = np.random.default_rng(n)
+  x = jnp.asarray(rng.normal(size=(n, D)), jnp.float32)
+  p = {"egate_edf": jnp.asarray(rng.normal(size=(E, D, F)) * 0.1, jnp.float32),
+       "eup_edf": jnp.asarray(rng.normal(size=(E, D, F)) * 0.1, jnp.float32),
+       "edown_efd": jnp.asarray(rng.normal(size=(E, F, D)) * 0.1, jnp.float32)}
+  r = moe.block_rows(n * k, E)
+  # experts 1, 5, 7 never chosen; expert 0 fills exactly two blocks
+  ex = np.array([([0] if i < 2 * r else []) + list(rng.permutation([2, 3, 4, 6]))[:k - (i < 2 * r)]
+                 for i in range(n)], np.int32)
+  assert all(len(set(row)) == k for row in ex.tolist())
+  w = jnp.asarray(rng.dirichlet(np.ones(k), size=n), jnp.float32)
+  got = jax.jit(lambda *a: moe.experts_forward(*a, impl="blocked"))(x, w, jnp.asarray(ex), p["egate_edf"],
+                                                                      p["eup_edf"], p["edown_efd"])
+  np.testing.assert_allclose(np.asarray(got), routed_reference(x, w, ex, p), atol=1e-5, rtol=1e-5)
+
+  c = jnp.asarray(rng.normal(size=(n, D)), jnp.float32)
+
+  def loss(impl, x, w, *weights):
+    return jnp.sum(moe.experts_forward(x, w, jnp.asarray(ex), *weights, impl=impl) * c)
+
+  grads = {impl: jax.jit(jax.grad(functools.partial(loss, impl), argnums=(0, 1, 2, 3, 4)))(
+      x, w, p["egate_edf"], p["eup_edf"], p["edown_efd"]) for impl in ("blocked", "dense")}
+  for a, b in zip(grads["blocked"], grads["dense"]):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=1e-4)
+  assert float(jnp.abs(grads["blocked"][2][1]).max()) == 0.0  # an unchosen expert gets no gradient
 
 
 def test_impl_argument_is_checked():

@@ -30,9 +30,9 @@ def test_sharded_hybrid_equals_unsharded(name, axes):
   def loss(model):
     return jnp.mean(model(ids, pos, seg)[..., :7] ** 2)
 
-  ref_model = init_model(cfg, seed=3)
-  ref_logits = np.asarray(ref_model(ids, pos, seg))
-  ref_grads = nnx.grad(loss)(ref_model)
+  ref_graphdef, ref_state = nnx.split(init_model(cfg, seed=3))
+  ref_logits = np.asarray(jax.jit(lambda s: nnx.merge(ref_graphdef, s)(ids, pos, seg))(ref_state))
+  ref_grads = jax.jit(lambda s: nnx.grad(loss)(nnx.merge(ref_graphdef, s)))(ref_state)
 
   mesh = make_mesh(**axes)
   model = shard_model(init_model(cfg, seed=3), mesh, PARAM_LOGICAL_AXES)

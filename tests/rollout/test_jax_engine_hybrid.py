@@ -50,6 +50,14 @@ def full_forward_greedy(fwd, prompt, n):
   return seq[len(prompt):]
 
 
+def trainer_logprobs(model, seqs) -> list[np.ndarray]:
+  """The trainer's ``shifted_token_logprobs`` of each sequence, under one jit: every row right-padded to 64
+  tokens (padding after a token never changes its causal logprob)."""
+  fn = jax.jit(lambda ids: shifted_token_logprobs(model, ids)[0])
+  lp = np.asarray(fn(jnp.asarray([list(q) + [0] * (64 - len(q)) for q in seqs])))
+  return [lp[i, :len(q)] for i, q in enumerate(seqs)]
+
+
 def assert_nontrivial(prompts, comps):
   for p, c in zip(prompts, comps):
     assert c.token_ids and set(c.token_ids) != {p[-1]}, (p[-3:], c.token_ids)
@@ -59,10 +67,10 @@ def assert_nontrivial(prompts, comps):
 
 def test_sampled_logprobs_match_trainer_forward(model, engine):
   comps = engine.generate(PROMPTS, SamplingParams(temperature=1.0, max_tokens=10, seed=3))
-  for p, c in zip(PROMPTS, comps):
+  lps = trainer_logprobs(model, [p + c.token_ids for p, c in zip(PROMPTS, comps)])
+  for p, c, lp in zip(PROMPTS, comps, lps):
     assert len(c.token_ids) == len(c.logprobs) == 10
-    lp, _ = shifted_token_logprobs(model, jnp.asarray([p + c.token_ids]))
-    np.testing.assert_allclose(np.asarray(lp[0, len(p):]), c.logprobs, atol=1e-4)
+    np.testing.assert_allclose(lp[len(p):], c.logprobs, atol=1e-4)
 
 
 def test_greedy_equals_full_forward_greedy(model, engine):
@@ -151,9 +159,8 @@ def test_moe_hybrid_engine_is_exact():
   model = _peaked("tiny-hybrid-moe")
   eng = JaxEngine(model, max_slots=4, max_seq_len=128, seed=0)
   comps = eng.generate(PROMPTS, SamplingParams(temperature=1.0, max_tokens=8, seed=3), session_ids=[1, 2, 3])
-  for p, c in zip(PROMPTS, comps):
-    lp, _ = shifted_token_logprobs(model, jnp.asarray([p + c.token_ids]))
-    np.testing.assert_allclose(np.asarray(lp[0, len(p):]), c.logprobs, atol=1e-4)
+  for p, c, lp in zip(PROMPTS, comps, trainer_logprobs(model, [p + c.token_ids for p, c in zip(PROMPTS, comps)])):
+    np.testing.assert_allclose(lp[len(p):], c.logprobs, atol=1e-4)
   greedy = SamplingParams(temperature=0.0, max_tokens=8)
   nxt = [p + c.token_ids + [90, 91] for p, c in zip(PROMPTS, comps)]
   turn2 = eng.generate(nxt, greedy, session_ids=[1, 2, 3])
