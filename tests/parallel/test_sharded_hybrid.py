@@ -27,12 +27,16 @@ def test_sharded_hybrid_equals_unsharded(name, axes):
   seg = jnp.asarray(np.repeat(np.array([[1] * 10 + [2] * 10 + [0] * 4]), 4, axis=0))
   pos = jnp.asarray(np.repeat(np.array([list(range(10)) * 2 + [0] * 4]), 4, axis=0))
 
-  def loss(model):
-    return jnp.mean(model(ids, pos, seg)[..., :7] ** 2)
+  def loss_and_logits(state, graphdef):
+    logits = nnx.merge(graphdef, state)(ids, pos, seg)
+    return jnp.mean(logits[..., :7] ** 2), logits
 
-  ref_graphdef, ref_state = nnx.split(init_model(cfg, seed=3))
-  ref_logits = np.asarray(jax.jit(lambda s: nnx.merge(ref_graphdef, s)(ids, pos, seg))(ref_state))
-  ref_grads = jax.jit(lambda s: nnx.grad(loss)(nnx.merge(ref_graphdef, s)))(ref_state)
+  def run(model):  # one compile: logits and every gradient
+    graphdef, state = nnx.split(model)
+    (_, logits), grads = jax.jit(jax.value_and_grad(loss_and_logits, has_aux=True), static_argnums=1)(state, graphdef)
+    return logits, grads
+
+  ref_logits, ref_grads = run(init_model(cfg, seed=3))
 
   mesh = make_mesh(**axes)
   model = shard_model(init_model(cfg, seed=3), mesh, PARAM_LOGICAL_AXES)
@@ -41,9 +45,7 @@ def test_sharded_hybrid_equals_unsharded(name, axes):
     assert model.egate_ledf[...].addressable_shards[0].data.shape[1] == cfg.num_experts // axes["expert"]
   if axes["tensor"] > 1:
     assert model.lv_rdus[...].sharding.spec[2] == "tensor"
-  graphdef, state = nnx.split(model)
-  fwd = jax.jit(lambda s: nnx.merge(graphdef, s)(ids, pos, seg))
-  np.testing.assert_allclose(np.asarray(fwd(state)), ref_logits, atol=2e-5)
-  grads = jax.jit(lambda s: nnx.grad(loss)(nnx.merge(graphdef, s)))(state)
+  logits, grads = run(model)
+  np.testing.assert_allclose(np.asarray(logits), np.asarray(ref_logits), atol=2e-5)
   for (path, g), (_, r) in zip(jax.tree_util.tree_leaves_with_path(grads), jax.tree_util.tree_leaves_with_path(ref_grads)):
     np.testing.assert_allclose(np.asarray(g), np.asarray(r), atol=1e-6, rtol=1e-4, err_msg=str(path))
