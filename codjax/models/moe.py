@@ -185,37 +185,31 @@ def experts_forward(x_nd, weights_nk, experts_nk, gate_edf, up_edf, down_efd, *,
   return fn(x_nd, weights_nk.astype(dt), experts_nk, gate_edf.astype(dt), up_edf.astype(dt), down_efd.astype(dt))
 
 
-def swiglu(x_nd, gate_df, up_df, down_fd):
-  """down(silu(x W_gate) * (x W_up)), weights cast to x's dtype."""
-  dt = x_nd.dtype
-  h = jax.nn.silu(matmul(x_nd, gate_df.astype(dt))) * matmul(x_nd, up_df.astype(dt))
-  return matmul(h, down_fd.astype(dt))
-
-
 def moe_block(x_btd, p: Mapping[str, Any], *, top_k: int, impl: str = "auto"):
   """The sparse MoE block (routed experts + gated shared expert): (y [B, T, D], router logits [B*T, E] float32).
 
   ``p`` holds router_de, egate_edf, eup_edf, edown_efd, sgate_df, sup_df, sdown_fd, shared_gate_d (layouts in
-  the module docstring), and optionally ``in_dx`` = [router_de | sgate_df | sup_df | shared_gate_d] concatenated
-  on the output axis, which then replaces those four products with one (the decode path's fused inputs).
-  Router logits are returned for ``load_balancing_loss`` (rows in x's B*T order).
+  the module docstring). Router logits are returned for ``load_balancing_loss`` (rows in x's B*T order).
   """
   b, t, d = x_btd.shape
   x_nd = x_btd.reshape(b * t, d)
   dt = x_nd.dtype
-  if "in_dx" in p:  # router, shared gate / up and shared-expert gate fused into one [D, E + 2S + 1] weight
-    e, s = p["router_de"].shape[1], p["sgate_df"].shape[1]
-    y = matmul(x_nd, p["in_dx"].astype(dt))
-    logits_ne, weights_nk, experts_nk = route_from_logits(y[:, :e], top_k, dt)
-    shared_nd = matmul(jax.nn.silu(y[:, e:e + s]) * y[:, e + s:e + 2 * s], p["sdown_fd"].astype(dt))
-    gate_pre_n1 = y[:, e + 2 * s:]
-  else:
-    logits_ne, weights_nk, experts_nk = route(x_nd, p["router_de"], top_k)
-    shared_nd = swiglu(x_nd, p["sgate_df"], p["sup_df"], p["sdown_fd"])
-    gate_pre_n1 = matmul(x_nd, p["shared_gate_d"].astype(dt)[:, None])
+  inputs = [matmul(x_nd, p[n].astype(dt)) for n in ("router_de", "sgate_df", "sup_df")]
+  inputs.append(matmul(x_nd, p["shared_gate_d"].astype(dt)[:, None]))
+  y_nd, logits_ne = moe_from_inputs(x_nd, *inputs, p, top_k=top_k, impl=impl)
+  return y_nd.reshape(b, t, d), logits_ne
+
+
+def moe_from_inputs(x_nd, router_ne, sgate_ns, sup_ns, shared_gate_n1, p: Mapping[str, Any], *, top_k: int,
+                    impl: str = "auto"):
+  """``moe_block`` on token rows x [N, D] whose four input products are already taken (x W_r, x W_sgate,
+  x W_sup, x w_sg: a caller may compute them as one fused matmul): (y [N, D], router logits [N, E] float32).
+  ``p`` needs egate_edf, eup_edf, edown_efd and sdown_fd."""
+  dt = x_nd.dtype
+  logits_ne, weights_nk, experts_nk = route_from_logits(router_ne, top_k, dt)
   y_nd = experts_forward(x_nd, weights_nk, experts_nk, p["egate_edf"], p["eup_edf"], p["edown_efd"], impl=impl)
-  gate_n1 = jax.nn.sigmoid(gate_pre_n1)
-  return (y_nd + gate_n1 * shared_nd).reshape(b, t, d), logits_ne
+  shared_nd = matmul(jax.nn.silu(sgate_ns) * sup_ns, p["sdown_fd"].astype(dt))
+  return y_nd + jax.nn.sigmoid(shared_gate_n1) * shared_nd, logits_ne
 
 
 def load_balancing_loss(router_logits_lne, top_k: int, mask_n=None):

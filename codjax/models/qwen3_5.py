@@ -227,13 +227,13 @@ def _mlp(cfg: Qwen35Config, p, h_btd):
   if not cfg.is_moe:
     g, u = _in_projs(p, "dense_mlp", h_btd, dt)
     return _proj(jax.nn.silu(g) * u, p["down_lfd"].astype(dt)), None
-  mp = {"router_de": p["router_lde"].astype(dt), "egate_edf": p["egate_ledf"].astype(dt),
-        "eup_edf": p["eup_ledf"].astype(dt), "edown_efd": p["edown_lefd"].astype(dt),
-        "sgate_df": p["sgate_ldf"].astype(dt), "sup_df": p["sup_ldf"].astype(dt),
-        "sdown_fd": p["sdown_lfd"].astype(dt), "shared_gate_d": p["shared_gate_ld"].astype(dt)}
-  if "moe_in_dx" in p:
-    mp["in_dx"] = p["moe_in_dx"]
-  return moe_lib.moe_block(h_btd, mp, top_k=cfg.num_experts_per_tok, impl=cfg.moe_impl)
+  b, t, d = h_btd.shape
+  router, sgate, sup, shared_gate = (y.reshape(b * t, -1) for y in _in_projs(p, "moe", h_btd, dt))
+  mp = {"egate_edf": p["egate_ledf"].astype(dt), "eup_edf": p["eup_ledf"].astype(dt),
+        "edown_efd": p["edown_lefd"].astype(dt), "sdown_fd": p["sdown_lfd"].astype(dt)}
+  y, logits = moe_lib.moe_from_inputs(h_btd.reshape(b * t, d), router, sgate, sup, shared_gate, mp,
+                                      top_k=cfg.num_experts_per_tok, impl=cfg.moe_impl)
+  return y.reshape(b, t, d), logits
 
 
 def _layer(cfg: Qwen35Config, kind: str, p, x_btd, ctx, cache=None):
