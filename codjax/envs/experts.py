@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import inspect
 import random
 from typing import Any
 
@@ -75,10 +76,15 @@ class MixedPolicy(TextPolicy):
 
 
 def make_teacher(env_name: str, random_frac: float = 0.0, **params: Any) -> TextPolicy:
-  """The environment's expert (constructed with ``params``, e.g. ``sft.teacher_params``), with ``random_frac``
-  of its solve turns answered by the random policy (the SFT teacher of ``sft.expert_random_frac``; 0 = the
+  """The environment's expert (constructed with ``params``, e.g. ``sft.teacher_params``; those the random
+  player's constructor also takes go to it as well), with ``random_frac`` of its solve turns answered by the
+  random policy (the SFT teacher of ``sft.expert_random_frac``; 0 = the
   plain expert)."""
   expert = make_policy(env_name, "expert", **params)
   if random_frac <= 0:
     return expert
-  return MixedPolicy(expert, make_policy(env_name, "random"), float(random_frac))
+  # parameters the random player takes too (a reply format both share, e.g. the Maze players' note_position)
+  module, _, random_cls = _POLICIES[env_name]
+  accepts = inspect.signature(getattr(importlib.import_module(module), random_cls)).parameters
+  shared = {k: v for k, v in params.items() if k in accepts}
+  return MixedPolicy(expert, make_policy(env_name, "random", **shared), float(random_frac))

@@ -1,12 +1,14 @@
 """Evaluation of ORBIT multi-episode trajectories (ORBIT paper Sec. 3-4, Tables 2 and 4; orbit_evo.md A.2, A.5).
 
 * ``summarize``: per-episode success Ep1..EpT with standard errors (``codjax.eval.stats.mean_se`` over the N
-  trajectories), the success count and its s.e., in-context regret with J* = 1 and the exploration metric of
-  the paper's Table 4 (``codjax.eval.orbit_metrics``), outcome and token counts, and, for the games with an
-  oracle (paper App. C: Maze and Mastermind), the oracle's per-episode success on the very same instances
-  and the regret against it.
+  trajectories), the in-context gain EpT - Ep1 paired over instances, the success count and its s.e.,
+  in-context regret with J* = 1 and the exploration metric of the paper's Table 4
+  (``codjax.eval.orbit_metrics``), outcome and token counts, and, for the games with an oracle (paper App. C:
+  Maze and Mastermind), the oracle's per-episode success on the very same instances and the regret against it.
 * ``oracle_success``: that oracle curve: the environment's scripted expert replayed through
   ``codjax.agents.orbit.run_orbit`` on the trajectories' own packs.
+* ``compare``: the paired change between two evaluations of the same instances and sampling seeds (the
+  trainer's ``eval/rl_effect.json``): success count over Ep1..EpT and every episode's success.
 * ``format_table``: the console table of ``{label: summary}``.
 * ``success_matrix``, ``outcome_metrics``, ``token_metrics``: the pieces the trainer's training metrics share.
 """
@@ -76,6 +78,9 @@ def summarize(trajs: list[OrbitTrajectory]) -> dict:
   out.update(n=int(n), episodes=int(t_eps), env=sorted({t.pack.env_name for t in trajs}),
              episode_success=orbit_metrics.per_episode_success(s).tolist(), episode_success_se=se.tolist())
   out["success_count_se"] = mean_se(s.sum(axis=1))[1]
+  out["instance_success"] = s.astype(int).tolist()  # [N][T], instance order = pack order (for ``compare``)
+  # the in-context gain EpT - Ep1, paired over instances (ORBIT's claim: later episodes beat the first)
+  out["ep_last_minus_first"], out["ep_last_minus_first_se"] = mean_se(s[:, -1] - s[:, 0])
   if oracle is not None:
     out["oracle_episode_success"] = oracle.tolist()
   out.update(outcome_metrics(trajs))
@@ -83,12 +88,32 @@ def summarize(trajs: list[OrbitTrajectory]) -> dict:
   return out
 
 
+def compare(before: dict, after: dict) -> dict:
+  """Paired difference after - before over the same instances (same order): the success count over
+  Ep1..EpT (``mean``, ``se``) and every episode's success (``per_position``: [[mean, se], ...]), with the two
+  success counts (``before``, ``after``)."""
+  a = np.asarray(before.get("instance_success", []), np.float64)
+  b = np.asarray(after.get("instance_success", []), np.float64)
+  if a.size == 0 or b.size == 0:
+    raise ValueError("both evaluations need per-instance successes ('instance_success'); re-evaluate with this version")
+  if a.shape != b.shape:
+    raise ValueError(f"evaluations differ in shape: {a.shape} vs {b.shape}")
+  d = b - a
+  mean, se = mean_se(d.sum(axis=1))
+  per = [[float(m), float(e)] for m, e in zip(*mean_se(d))]
+  return {"n": int(d.shape[0]), "metric": "success count", "before": float(a.sum(axis=1).mean()),
+          "after": float(b.sum(axis=1).mean()), "mean": float(mean), "se": float(se), "per_position": per}
+
+
 def format_table(results: dict) -> str:
-  """One row per ``{label: summary}``: Ep1..EpT success +- s.e., success count, regret@T and, where the
-  game has an oracle, the oracle's Ep T success and the regret against it."""
+  """One row per ``{label: summary}``: Ep1..EpT success +- s.e., success count, regret@T, the exploration
+  metric of the paper's Table 4 (new states in episode k after failing every earlier one, with the number of
+  such trajectories; k = 2..T) and, where the game has an oracle, the oracle's Ep T success and the regret
+  against it."""
   width = max(r["episodes"] for r in results.values())
   head = f"{'policy / env':34s} " + " ".join(f"{'Ep' + str(k):>13s}" for k in range(1, width + 1))
-  head += f" {'count':>13s} {'regret@T':>9s} {'oracle@T':>9s} {'regret vs oracle':>16s}"
+  head += f" {'count':>13s} {'regret@T':>9s}" + "".join(f" {f'dS(Ep{k}|F)':>12s}" for k in range(2, width + 1))
+  head += f" {'oracle@T':>9s} {'regret vs oracle':>16s}"
   lines = [head]
   for name, r in results.items():
     t_eps = r["episodes"]
@@ -96,6 +121,9 @@ def format_table(results: dict) -> str:
     cells += [""] * (width - len(cells))
     row = f"{name[:34]:34s} " + " ".join(f"{c:>13s}" for c in cells)
     row += f" {r['episode/success_count']:>6.3f}+-{r['success_count_se']:.3f} {r[f'regret/ep{t_eps}']:9.3f}"
+    for k in range(2, width + 1):
+      mean, num = r.get(f"explore/new_states_ep{k}_given_fail"), r.get(f"explore/num_ep{k}_given_fail")
+      row += f" {f'{mean:.2f}({int(num)})' if mean is not None and num else '-':>12s}"
     if "oracle_episode_success" in r:
       row += f" {r['oracle_episode_success'][-1]:9.3f} {r[f'oracle_regret/ep{t_eps}']:16.3f}"
     lines.append(row)

@@ -6,7 +6,8 @@ A run directory (``codjax.train.loop``) holds ``metrics.jsonl`` (one JSON object
 summaries hold ``episode_success``/``episode_success_se`` per episode instead, read the same way), and
 ``eval/rl_effect.json``, the paired change of the evaluation reward from ``start`` to ``final``
 (``{label: {"n", "mean", "se", "per_position": [[mean, se], ...]}}``, ``codjax.eval.cod_eval.compare``), read
-into ``Run.rl_effect``. A standalone evaluation file (``launch/evaluate.py``'s ``{"meta", "results"}``) is read
+into ``Run.rl_effect``, and ``eval/baselines/<policy>.json``, scripted policies evaluated on the same packs
+(``eval.baselines``), read into ``Run.baselines``. A standalone evaluation file (``launch/evaluate.py``'s ``{"meta", "results"}``) is read
 as one checkpoint at step ``meta["step"]`` (0 when absent). Any other file under ``eval/`` is an error, so
 that a new file the trainer writes is either read here or named in ``NOT_EVALUATIONS``.
 
@@ -27,8 +28,11 @@ from typing import Sequence
 import numpy as np
 
 _TRAIN_KEY = re.compile(r"^reward/(?P<env>.+)/pos(?P<pos>\d+)$")
+# ORBIT's training metric of episode k (1-based): success rate of that episode over the step's trajectories
+_ORBIT_TRAIN_KEY = re.compile(r"^orbit/(?P<env>.+)/ep(?P<pos>\d+)_success$")
 PAPER_WINDOW = 17  # paper Figures 4, 5, 8: running-average window of size 17
 RL_EFFECT_FILE = "rl_effect.json"  # Trainer._report_improvement
+BASELINES_DIR = "baselines"  # eval/baselines/<policy>.json: scripted policies on the same packs (Trainer)
 NOT_EVALUATIONS = (RL_EFFECT_FILE,)  # files of eval/ that are not per-checkpoint evaluations
 # per-position (CoD) and per-episode (ORBIT) series of a summary: (means key, standard errors key)
 _SERIES_KEYS = (("reward_mean", "reward_se"), ("episode_success", "episode_success_se"))
@@ -51,13 +55,22 @@ class Run:
   metrics: list[dict]
   evals: list[EvalPoint]
   rl_effect: dict | None = None  # eval/rl_effect.json: {label: paired final - start difference}
+  baselines: list[EvalPoint] = dataclasses.field(default_factory=list)  # eval/baselines/<policy>.json
+
+  @property
+  def is_orbit(self) -> bool:
+    """A run of the ``orbit`` workflow (its config says so, or its metrics are ORBIT's)."""
+    if isinstance(self.config, dict) and "workflow" in self.config:
+      return self.config["workflow"] == "orbit"
+    return any(_ORBIT_TRAIN_KEY.match(k) for row in self.metrics for k in row)
 
   def train_positions(self) -> dict[str, dict[int, tuple[np.ndarray, np.ndarray]]]:
-    """{env: {position: (steps, rewards)}} from the ``reward/<env>/pos<k>`` training metrics."""
+    """{env: {position: (steps, rewards)}} from the ``reward/<env>/pos<k>`` training metrics (CoD), or
+    {env: {episode: (steps, success rates)}} from ``orbit/<env>/ep<k>_success`` (ORBIT, episodes from 1)."""
     out: dict[str, dict[int, tuple[list, list]]] = {}
     for row in self.metrics:
       for key, v in row.items():
-        m = _TRAIN_KEY.match(key)
+        m = _TRAIN_KEY.match(key) or _ORBIT_TRAIN_KEY.match(key)
         if m and isinstance(v, (int, float)):
           steps, vals = out.setdefault(m["env"], {}).setdefault(int(m["pos"]), ([], []))
           steps.append(int(row["step"]))
@@ -104,7 +117,7 @@ def format_results(results: dict[str, dict]) -> str:
   line of per-episode success (mean +- s.e.) per label for ORBIT summaries."""
   from codjax.eval.cod_eval import format_table
 
-  cod = {label: r for label, r in results.items() if "reward_mean" in r}
+  cod = {label: r for label, r in results.items() if isinstance(r.get("reward_mean"), list)}  # ORBIT's is a number
   lines = [format_table(cod)] if cod else []
   for label, r in results.items():
     if label not in cod:
@@ -132,7 +145,9 @@ def load_run(run_dir: str, name: str | None = None) -> Run:
   rl_effect = load_rl_effect(effect_path) if os.path.isfile(effect_path) else None
   if not metrics and not evals:
     raise ValueError(f"{run_dir!r} has neither metrics.jsonl nor eval/*.json")
-  return Run(name or os.path.basename(os.path.normpath(run_dir)), run_dir, config, metrics, evals, rl_effect)
+  baselines = [load_eval(p) for p in sorted(glob.glob(os.path.join(run_dir, "eval", BASELINES_DIR, "*.json")))]
+  return Run(name or os.path.basename(os.path.normpath(run_dir)), run_dir, config, metrics, evals, rl_effect,
+             baselines)
 
 
 def smooth(values: Sequence[float], window: int = PAPER_WINDOW) -> np.ndarray:
@@ -164,15 +179,16 @@ def plot_train_positions(runs: Sequence[Run], window: int = PAPER_WINDOW, axes=N
   """One panel per environment: smoothed training reward of every position over RL steps, per run."""
   panels = sorted({env for r in runs for env in r.train_positions()})
   if not panels:
-    raise ValueError("no reward/<env>/pos<k> metrics in these runs")
+    raise ValueError("no reward/<env>/pos<k> (CoD) or orbit/<env>/ep<k>_success (ORBIT) metrics in these runs")
   fig, axs = _axes(len(panels), axes)
   styles = ["-", "--", ":", "-."]
   for ax, env in zip(axs, panels):
     for i, run in enumerate(runs):
       for k, (steps, vals) in run.train_positions().get(env, {}).items():
-        label = f"pos {k}" if len(runs) == 1 else f"{run.name} pos {k}"
+        unit = "ep" if run.is_orbit else "pos"
+        label = f"{unit} {k}" if len(runs) == 1 else f"{run.name} {unit} {k}"
         ax.plot(steps, smooth(vals, window), styles[i % len(styles)], color=f"C{k}", label=label)
-    ax.set_title(f"train reward: {env}")
+    ax.set_title(f"train {'success' if any(r.is_orbit for r in runs) else 'reward'}: {env}")
     ax.set_xlabel("RL step")
     ax.set_ylabel(f"reward (running mean, window {window})")
     ax.legend(fontsize="small")
@@ -215,5 +231,34 @@ def plot_eval_positions(evals: Sequence[EvalPoint], axes=None, title: str = ""):
     ax.set_xlabel("checkpoint step (0 = initial model)")
     ax.set_ylabel("mean reward +- s.e.")
     ax.legend(fontsize="small", ncol=2)
+  fig.tight_layout()
+  return fig
+
+
+def plot_episode_success(run: Run, tags: Sequence[str] = ("start", "final"), axes=None):
+  """ORBIT: one panel per evaluated environment, success of episode 1..T (+- one s.e.) for the run's
+  evaluations named in ``tags`` (``start`` = before RL, ``final`` = after) and its scripted baselines, so the
+  in-context gain (the slope over episodes) and the RL effect (the gap between the curves) read off one figure."""
+  points = [(e, False) for e in run.evals if e.tag in tags] + [(e, True) for e in run.baselines]
+  labels = sorted({label for e, _ in points for label, r in e.results.items() if "episode_success" in r})
+  if not labels:
+    raise ValueError(f"{run.name}: no ORBIT evaluation (episode_success) among {list(tags)} or the baselines")
+  fig, axs = _axes(len(labels), axes)
+  for ax, label in zip(axs, labels):
+    for i, (e, scripted) in enumerate(points):
+      r = e.results.get(label)
+      if r is None or "episode_success" not in r:
+        continue
+      x = np.arange(1, len(r["episode_success"]) + 1)
+      name = f"{e.tag} (scripted)" if scripted else e.tag
+      style = ":" if scripted else "-"
+      ax.errorbar(x, r["episode_success"], yerr=r["episode_success_se"], marker="o", capsize=3, linestyle=style,
+                  color=f"C{i}", label=name)
+    ax.set_title(f"{run.name}: {label}")
+    ax.set_xlabel("episode")
+    ax.set_xticks(x)
+    ax.set_ylabel("success rate +- s.e.")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize="small")
   fig.tight_layout()
   return fig

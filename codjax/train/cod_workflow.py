@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from codjax.agents.cod import CodSettings, CodTrajectory, run_cod
-from codjax.eval.cod_eval import format_table, summarize as cod_summarize
+from codjax.eval.cod_eval import compare, format_table, summarize as cod_summarize
 from codjax.train.credit import cod_episode_scores, grpo_episode_scores
 from codjax.train.workflow_registry import register_workflow
 
@@ -63,6 +63,12 @@ class CodWorkflowSpec:
 
   def table(self, results: dict) -> str:
     return format_table(results)
+
+  def compare(self, before: dict, after: dict) -> dict:
+    """Paired change of the mean solve reward (and per position) between two evaluations of the same packs."""
+    out = compare(before, after)
+    out.update(metric="mean solve reward", before=float(before["mean_reward"]), after=float(after["mean_reward"]))
+    return out
 
   def to_record(self, traj: CodTrajectory) -> dict:
     return traj.to_record()

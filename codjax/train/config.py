@@ -32,7 +32,10 @@ checks every field with a clear error (before any model is built), and the launc
   train      seq_len T, num_microbatches, pack (sequence packing vs one episode per row)
   eval       every (steps; 0 = never), at_start, at_end, num_packs, pack_size, packing (cod | ralph_sample |
              ralph_full: the Ralph loop repeats one task at every position), temperature, top_p, envs (default:
-             the data envs), split; one path for the trainer and launch/evaluate.py (codjax.eval.runner)
+             the data envs), split; one path for the trainer and launch/evaluate.py (codjax.eval.runner);
+             baselines: scripted policies the trainer also evaluates once on the same packs before RL
+             (``expert``: the configured expert; ``teacher``: the SFT teacher with sft.expert_random_frac random
+             moves; ``random``), written to eval/baselines/<kind>.json
   checkpoint every, max_to_keep, export_hf
   sft        steps, batch_size, learning_rate, warmup_steps, schedule, num_packs (expert packs),
              expert_random_frac (fraction of expert actions replaced by random ones), teacher_params (expert
@@ -80,6 +83,9 @@ def override(c: ml_collections.ConfigDict, updates: dict) -> ml_collections.Conf
     node[last] = value
   return c
 
+# scripted policies the trainer can evaluate beside the model (eval.baselines)
+EVAL_BASELINES = ("expert", "teacher", "random")
+
 
 def env_entry(name: str, preset: str | None = None, proportion: float = 1.0, **params) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict({"name": name, "preset": preset or "", "proportion": float(proportion),
@@ -118,7 +124,8 @@ def base_config() -> ml_collections.ConfigDict:
                                            weight_decay=0.01, b1=0.9, b2=0.999, max_grad_norm=1.0))
   c.train = ml_collections.ConfigDict(dict(seq_len=4096, num_microbatches=1, pack=True))
   c.eval = ml_collections.ConfigDict(dict(every=0, at_start=False, at_end=True, num_packs=8, pack_size=8,
-                                          packing="cod", temperature=1.0, top_p=1.0, split="test", envs={}))
+                                          packing="cod", temperature=1.0, top_p=1.0, split="test", envs={},
+                                          baselines=()))
   c.checkpoint = ml_collections.ConfigDict(dict(every=50, max_to_keep=3, export_hf=False))
   c.sft = ml_collections.ConfigDict(dict(steps=0, batch_size=16, learning_rate=1e-3, warmup_steps=20,
                                          schedule="cosine", num_packs=1000, expert_random_frac=0.0,
@@ -335,6 +342,9 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(ev.packing in PACKING_STRATEGIES, f"eval.packing must be one of {PACKING_STRATEGIES}, got {ev.packing!r}")
   for label, e in ev.envs.items():
     _req(e.name in env_names(), f"eval.envs.{label}.name: unknown environment {e.name!r}")
+  _req(isinstance(ev.baselines, (tuple, list)) and all(b in EVAL_BASELINES for b in ev.baselines)
+       and len(set(ev.baselines)) == len(ev.baselines),
+       f"eval.baselines must be distinct names from {EVAL_BASELINES}, got {ev.baselines!r}")
   ck = c.checkpoint
   _req(ck.every >= 0 and ck.max_to_keep >= 1, "checkpoint.every must be >= 0 and max_to_keep >= 1")
   s = c.sft

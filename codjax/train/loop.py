@@ -53,18 +53,25 @@ def episodes_to_sequences(scored) -> tuple[list[TrainSequence], list]:
 def ensure_model_dir(cfg) -> str:
   """Returns the HF directory to load; writes a random tiny checkpoint first when ``model.make_tiny``.
 
-  The tiny tokenizer is trained on scripted-expert transcripts of the configured environments, so the
-  demo's episodes are short in tokens."""
+  The tiny tokenizer is trained on scripted-expert transcripts of the configured environments, played
+  through the configured workflow (CoD packs, or ORBIT's multi-episode conversations), so the demo's
+  episodes are short in tokens."""
   path = cfg.model.path
   if cfg.model.make_tiny and not os.path.isfile(os.path.join(path, "config.json")):
-    from codjax.agents.cod import run_text_packs
+    from codjax.agents.cod import Pack, run_text_packs
+    from codjax.agents.episode import PolicyBackend
     from codjax.models.tiny import make_tiny_checkpoint
     from codjax.train.sft import configured_teacher
 
     corpus = []
+    n, size = int(cfg.model.tiny.corpus_packs), int(cfg.data.pack_size)
     for spec in env_specs(cfg.data.envs):
-      trajs = run_text_packs(configured_teacher(cfg, spec.name), spec.family, range(int(cfg.model.tiny.corpus_packs)),
-                             int(cfg.data.pack_size), env_name=spec.name, seed=cfg.seed)
+      teacher = configured_teacher(cfg, spec.name)
+      if str(cfg.workflow) == "cod":
+        trajs = run_text_packs(teacher, spec.family, range(n), size, env_name=spec.name, seed=cfg.seed)
+      else:
+        packs = [Pack(spec.name, spec.family, k, tuple(derive_seed(k, 1, j) for j in range(size)), k) for k in range(n)]
+        trajs = get_workflow(str(cfg.workflow)).rollout(PolicyBackend(teacher, cfg.seed), packs, 1, cfg)
       for t in trajs:
         for ep in t.episodes():
           corpus += [f"{m['role']}\n{m['content']}" for m in ep.messages]  # role names as in the template
@@ -300,9 +307,38 @@ class Trainer:
           flush=True)
     return results
 
+  def evaluate_baselines(self) -> dict:
+    """Evaluates the scripted policies of ``eval.baselines`` on the evaluation packs (same packs and seeds as
+    the model's evaluations); writes ``eval/baselines/<kind>.json`` and prints their table. ``expert`` is the
+    configured expert (``sft.teacher_params``), ``teacher`` the SFT teacher (``sft.expert_random_frac`` of
+    its moves random), ``random`` the environment's random player."""
+    from codjax.agents.episode import PolicyBackend
+    from codjax.envs.experts import make_policy
+    from codjax.eval.runner import run_evaluation, token_counting_backend
+    from codjax.train.sft import configured_teacher
+
+    cfg, out = self.cfg, {}
+    for kind in cfg.eval.baselines:
+      def backend_for(spec, kind=kind):
+        policy = (make_policy(spec.name, "random") if kind == "random" else
+                  configured_teacher(cfg, spec.name, float(cfg.sft.expert_random_frac) if kind == "teacher" else 0.0))
+        return token_counting_backend(cfg, PolicyBackend(policy, seed=int(cfg.seed)), self.tokenizer)
+
+      results = run_evaluation(cfg, backend_for, progress=bool(cfg.log.progress)).results
+      os.makedirs(os.path.join(self.run_dir, "eval", "baselines"), exist_ok=True)
+      with open(os.path.join(self.run_dir, "eval", "baselines", f"{kind}.json"), "w") as f:
+        json.dump({"step": 0, "policy": kind, "results": results}, f, indent=2)
+      out[kind] = results
+    if out:
+      print("\n[eval baselines]\n" + self.workflow.table({f"{label} ({kind})": r for kind, res in out.items()
+                                                          for label, r in res.items()}), flush=True)
+    return out
+
   # -- the whole run ----------------------------------------------------------------------------------
   def run(self) -> dict | None:
     cfg = self.cfg
+    if self.step == 0 and cfg.eval.num_packs:
+      self.evaluate_baselines()
     if cfg.eval.at_start and self.step == 0 and cfg.eval.num_packs:
       self.evaluate("start")
     bar = Progress(cfg.total_steps, self.step, enabled=bool(cfg.log.progress))
@@ -326,22 +362,22 @@ class Trainer:
     return final
 
   def _report_improvement(self, final: dict) -> None:
-    """Prints (and saves) the paired change of the evaluation reward from the start of RL to the end."""
+    """Prints (and saves) the paired change of the evaluation from the start of RL to the end: the
+    workflow's ``compare`` (CoD: mean solve reward per position; ORBIT: success count and per episode)."""
     start_path = os.path.join(self.run_dir, "eval", "start.json")
-    if not os.path.isfile(start_path) or self.cfg.workflow != "cod":
+    if not os.path.isfile(start_path):
       return
-    from codjax.eval.cod_eval import compare
-
     start = json.load(open(start_path))["results"]
     rows = {}
     for label, r in final.items():
-      if label in start and "pack_rewards" in r:
-        c = compare(start[label], r)
-        rows[label] = c
-        per = " ".join(f"{m:+.3f}+-{se:.3f}" for m, se in c["per_position"])
-        print(f"[RL effect] {label}: mean solve reward {start[label]['mean_reward']:.3f} -> {r['mean_reward']:.3f}"
-              f" (paired diff {c['mean']:+.3f} +- {c['se']:.3f}, {c['mean'] / max(c['se'], 1e-12):+.1f} s.e.; "
-              f"per position {per})", flush=True)
+      if label not in start:
+        continue
+      c = self.workflow.compare(start[label], r)
+      rows[label] = c
+      per = " ".join(f"{m:+.3f}+-{se:.3f}" for m, se in c["per_position"])
+      unit = "position" if self.cfg.workflow == "cod" else "episode"
+      print(f"[RL effect] {label}: {c['metric']} {c['before']:.3f} -> {c['after']:.3f} (paired diff {c['mean']:+.3f} "
+            f"+- {c['se']:.3f}, {c['mean'] / max(c['se'], 1e-12):+.1f} s.e.; per {unit} {per})", flush=True)
     with open(os.path.join(self.run_dir, "eval", "rl_effect.json"), "w") as f:
       json.dump(rows, f, indent=2)
 

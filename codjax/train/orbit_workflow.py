@@ -11,7 +11,7 @@
   loss aggregation (``seq-mean-token-mean`` in ORBIT's configs) is the loss config's business.
 * metrics: Ep1..EpT success per environment and overall, the success count, episodes played, overflows,
   format errors and token counts of one training step.
-* summarize / table: ``codjax.eval.orbit_eval`` (evaluation and the oracle's regret live in ``eval/``).
+* summarize / table / compare: ``codjax.eval.orbit_eval`` (evaluation and the oracle's regret live in ``eval/``).
 """
 
 from __future__ import annotations
@@ -89,6 +89,10 @@ class OrbitWorkflowSpec:
 
   def table(self, results: dict) -> str:
     return orbit_eval.format_table(results)
+
+  def compare(self, before: dict, after: dict) -> dict:
+    """Paired change of the success count (and per episode) between two evaluations of the same instances."""
+    return orbit_eval.compare(before, after)
 
 
 register_workflow(OrbitWorkflowSpec())

@@ -23,6 +23,12 @@ hit the wall", no move; anything else: "Invalid action", no move; both spend the
 info for the latter). Reaching the goal wins ("... arrived at the goal! Let's play again"); playing turn H
 elsewhere fails ("... reached the maximum number of turns (9). Let's play again"). Every episode starts
 at the same start cell; ``info["state_key"]`` is the position after the move.
+
+Text (``text=``). ``"full"`` is the wording above. ``"compact"`` (the ``compact`` preset, for small models
+trained from scratch: experiments/orbit_tiny_learns.py) says the same things in a few words and drops the
+per-turn request line (the instructions give the answer format once): ``"moved up, at (2,3): up path, down
+wall, left wall, right path"``, ``"hit a wall, at (2,3): ..."``, ``"reached the goal! episode won"``, ``"out of
+moves (9), episode lost"``. Rules, instances and rewards are identical.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ WALL, PATH, GOAL = "#", ".", "G"
 DIRS = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 SHAPES = ((6, 6), (7, 6), (7, 7), (6, 7))  # (width, height)
 _SALT = 5007
+TEXTS = ("full", "compact")
 Cell = tuple[int, int]
 
 
@@ -51,8 +58,11 @@ class MazeConfig:
   min_path: int = 7
   max_path: int = 8
   shapes: tuple[tuple[int, int], ...] = SHAPES
+  text: str = "full"  # "full" | "compact" (module docstring)
 
   def __post_init__(self):
+    if self.text not in TEXTS:
+      raise ValueError(f"text must be one of {TEXTS}, got {self.text!r}")
     helpers.check_int("max_turns", self.max_turns, 1, 1000)
     helpers.check_int("min_path", self.min_path, 1, 200)
     helpers.check_int("max_path", self.max_path, self.min_path, 200)
@@ -189,6 +199,12 @@ def surroundings(inst: MazeInstance, cell: Cell) -> str:
           f"and right leads to {kinds['right']}.")
 
 
+def compact_view(inst: MazeInstance, cell: Cell) -> str:
+  """``"(2,3): up path, down wall, left wall, right path"`` (the compact text's position and neighbours)."""
+  kinds = [f"{name} {inst.cell_type((cell[0] + dr, cell[1] + dc))}" for name, (dr, dc) in DIRS.items()]
+  return f"({cell[0]},{cell[1]}): " + ", ".join(kinds)
+
+
 class MazeTask(common.GameTask):
   game = "Maze"
 
@@ -205,8 +221,19 @@ class MazeTask(common.GameTask):
   def initial_state_key(self) -> Cell:
     return self.instance.start
 
+  def _here(self) -> str:
+    p = self.position
+    if self.cfg.text == "compact":
+      return "at " + compact_view(self.instance, p)
+    return f"You are at ({p[0]},{p[1]}). {surroundings(self.instance, p)}"
+
   def instructions(self) -> str:
     s = self.instance.start
+    if self.cfg.text == "compact":
+      return (f"{common.title(self.game)}\n"
+              f"Walk from START to the hidden GOAL in at most {self.max_turns} moves; you see only the 4 cells next "
+              "to you, positions are (row,col). Answer \\boxed{up}, \\boxed{down}, \\boxed{left} or \\boxed{right}.\n"
+              f"START {compact_view(self.instance, s)}")
     return (f"{common.title(self.game)}\n"
             "Walk from the START cell to the GOAL cell of a hidden grid maze in as few moves as you can. You only see "
             "the four cells next to you; positions are (row, column), with row numbers growing downwards. You have "
@@ -214,39 +241,44 @@ class MazeTask(common.GameTask):
             f"You are at the START position ({s[0]},{s[1]}). {surroundings(self.instance, s)}")
 
   def prompt_line(self) -> str:
+    if self.cfg.text == "compact":
+      return ""
     return "Choose your next move from up/down/left/right and put it in \\boxed{}."
 
   def play(self, content: str) -> common.Outcome:
+    compact = self.cfg.text == "compact"
     move = content.lower()
     if move not in DIRS:
-      here = f"You are at ({self.position[0]},{self.position[1]}). {surroundings(self.instance, self.position)}"
-      return common.Outcome(f"Invalid action: use up, down, left or right. {here}", format_error=True,
-                            state_key=self.position)
+      head = "invalid move," if compact else "Invalid action: use up, down, left or right."
+      return common.Outcome(f"{head} {self._here()}", format_error=True, state_key=self.position)
     dr, dc = DIRS[move]
     target = (self.position[0] + dr, self.position[1] + dc)
     kind = self.instance.cell_type(target)
     if kind == "goal":
       self.position = target
-      return common.Outcome("Congratulations! You arrived at the goal! Let's play again.", raw_reward=1.0,
-                            ended=True, success=True, state_key=target)
+      won = "reached the goal! episode won" if compact else "Congratulations! You arrived at the goal! Let's play again."
+      return common.Outcome(won, raw_reward=1.0, ended=True, success=True, state_key=target)
     if kind == "wall":
-      head = "You hit the wall and stay in place."
+      head = "hit a wall," if compact else "You hit the wall and stay in place."
     else:
       self.position = target
-      head = f"You moved {move}."
-    here = f"You are at ({self.position[0]},{self.position[1]}). {surroundings(self.instance, self.position)}"
-    return common.Outcome(f"{head} {here}", state_key=self.position)
+      head = f"moved {move}," if compact else f"You moved {move}."
+    return common.Outcome(f"{head} {self._here()}", state_key=self.position)
 
   def timeout(self, out: common.Outcome) -> common.Outcome:
-    return dataclasses.replace(out, message=f"{out.message}\nYou have reached the maximum number of turns "
-                               f"({self.max_turns}). Let's play again.", ended=True, success=False)
+    if self.cfg.text == "compact":
+      line = f"out of moves ({self.max_turns}), episode lost"
+    else:
+      line = f"You have reached the maximum number of turns ({self.max_turns}). Let's play again."
+    return dataclasses.replace(out, message=f"{out.message}\n{line}", ended=True, success=False)
 
 
-PRESETS: dict[str, dict[str, Any]] = {"orbit": {}}
+PRESETS: dict[str, dict[str, Any]] = {"orbit": {}, "compact": {"text": "compact"}}
 
 
 @register("maze")
 def make_family(preset: str = "orbit", **overrides: Any) -> common.GameFamily:
-  """``make("maze", max_turns=9, min_path=7, max_path=8, shapes=((6, 6), (7, 6), (7, 7), (6, 7)))``."""
+  """``make("maze", max_turns=9, min_path=7, max_path=8, shapes=((6, 6), (7, 6), (7, 7), (6, 7)), text="full")``;
+  preset ``compact`` is the ORBIT game with the compact text."""
   cfg = helpers.config_from_preset(MazeConfig, PRESETS, preset, overrides, env="maze")
   return common.GameFamily("maze", cfg, make_instance, MazeTask)

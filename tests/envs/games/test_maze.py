@@ -68,3 +68,38 @@ def test_observation_reports_neighbour_types(run_actions):
   kinds = [inst.cell_type((pos[0] + dr, pos[1] + dc)) for dr, dc in DIRS.values()]
   assert (f"You moved {move}. You are at ({pos[0]},{pos[1]}). Around you, up leads to {kinds[0]}, down leads to "
           f"{kinds[1]}, left leads to {kinds[2]}, and right leads to {kinds[3]}.") == r.info["feedback"]
+
+
+def _kind(inst, cell, name):
+  dr, dc = DIRS[name]
+  return inst.cell_type((cell[0] + dr, cell[1] + dc))
+
+
+def test_compact_text_says_the_same_things(run_actions):
+  full, compact = make("maze").sample_pack(21, 1)[0], make("maze", preset="compact").sample_pack(21, 1)[0]
+  inst = compact.instance
+  assert inst == full.instance and compact.max_turns == full.max_turns == 9  # same instance and rules
+  s = inst.start
+  _, obs = compact.reset()
+  view = ", ".join(f"{n} {_kind(inst, s, n)}" for n in ("up", "down", "left", "right"))
+  assert obs.startswith("You are playing Maze.\n") and obs.endswith(f"\nSTART ({s[0]},{s[1]}): {view}")
+  moves = _path(inst)
+  a, b = run_actions(full, [f"\\boxed{{{m}}}" for m in moves]), run_actions(compact, [f"\\boxed{{{m}}}" for m in moves])
+  assert [r.info["state_key"] for r in a] == [r.info["state_key"] for r in b]
+  assert [(r.reward, r.done, r.info["success"]) for r in a] == [(r.reward, r.done, r.info["success"]) for r in b]
+  cell = b[0].info["state_key"]
+  view = ", ".join(f"{n} {_kind(inst, cell, n)}" for n in ("up", "down", "left", "right"))
+  assert b[0].observation == f"moved {moves[0]}, at ({cell[0]},{cell[1]}): {view}"
+  assert b[-1].info["feedback"] == "reached the goal! episode won" and b[-1].info["success"]
+  wall = next(n for n in DIRS if _kind(inst, s, n) == "wall")
+  out = run_actions(compact, [f"\\boxed{{{wall}}}", "\\boxed{north}"] + [f"\\boxed{{{wall}}}"] * 7)
+  assert out[0].observation.startswith(f"hit a wall, at ({s[0]},{s[1]}): ")
+  assert out[1].observation.startswith("invalid move, at ") and out[1].info["format_error"]
+  assert out[-1].done and out[-1].info["feedback"].endswith("\nout of moves (9), episode lost")
+
+
+def test_text_must_be_known():
+  import pytest
+
+  with pytest.raises(ValueError, match="text must be one of"):
+    make("maze", text="terse")

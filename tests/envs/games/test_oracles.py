@@ -143,3 +143,89 @@ def test_players_survive_crafted_hostile_text(game):
     for msgs in (solve[:2], solve):
       assert "\\boxed{" in policy.respond(msgs, random.Random(0))
     assert proto.parse_hint(policy.respond(update, random.Random(0))) is not None
+
+
+def _loop_erased(cells, moves):
+  """Last exit from every cell of a walk: cell -> move (independent of the player's text parsing)."""
+  return {c: m for c, m in zip(cells, moves)}
+
+
+@pytest.mark.parametrize("preset,take_goal", [("orbit", True), ("compact", True), ("compact", False)])
+def test_maze_replay_player(play_episodes, preset, take_goal):
+  """Explores without walls or reversals (onto the goal when it is next to it, with take_goal) until an
+  episode wins, then replays that episode's last exits."""
+  from codjax.envs.games.maze import DIRS
+
+  fam = make("maze", preset=preset)
+  player = make_policy("maze", "expert", planner="replay", take_goal=take_goal)
+  goal_steps = 0
+  back = {"up": "down", "down": "up", "left": "right", "right": "left"}
+  wins = [0, 0, 0]
+  for k in range(40):
+    envs = fam.sample_pack(derive_seed(3, k), 3)
+    inst = envs[0].instance
+    ok, messages = play_episodes(envs, player, seed=k)
+    wins = [w + o for w, o in zip(wins, ok)]
+    moves = [base.common.extract_action(m["content"]) for m in messages if m["role"] == "assistant"]
+    # replay the walk on the true map, episode by episode (each ends on the goal or after 9 moves)
+    i, exits = 0, None
+    for e in range(3):
+      cell, prev, cells, ep_moves = inst.start, None, [], []
+      while True:
+        m = moves[i]
+        i += 1
+        options = [n for n, (dr, dc) in DIRS.items() if inst.cell_type((cell[0] + dr, cell[1] + dc)) != "wall"]
+        if exits is not None and cell in exits:
+          assert m == exits[cell]  # the winning episode's last exit from this cell
+        else:
+          goal = [n for n in options if inst.cell_type((cell[0] + DIRS[n][0], cell[1] + DIRS[n][1])) == "goal"]
+          assert m in ((goal if take_goal else []) or options)  # never into a wall
+          goal_steps += bool(goal) and m != goal[0]
+          assert m != back.get(prev) or options == [back[prev]]  # never straight back unless a dead end
+        cells.append(cell)
+        ep_moves.append(m)
+        cell, prev = (cell[0] + DIRS[m][0], cell[1] + DIRS[m][1]), m
+        if cell == inst.goal or len(ep_moves) == 9:
+          break
+      assert ok[e] == (cell == inst.goal)
+      if ok[e]:
+        exits = _loop_erased(cells, ep_moves)
+      if e and ok[e - 1]:
+        assert ok[e]  # a replayed winning route always wins again
+  assert wins[0] < wins[1] < wins[2]
+  assert (goal_steps == 0) == take_goal  # without take_goal it sometimes walks past a goal it sees
+
+
+@pytest.mark.parametrize("note", ["position", "options"])
+def test_maze_players_note_their_position(play_episodes, note):
+  from codjax.envs.experts import MixedPolicy, make_teacher
+  from codjax.envs.games.maze import DIRS
+
+  fam = make("maze", preset="compact")
+  teacher = make_teacher("maze", 0.5, planner="replay", note=note)
+  assert isinstance(teacher, MixedPolicy) and teacher.other.note == note  # the shared reply format
+  back = {"up": "down", "down": "up", "left": "right", "right": "left"}
+  for seed in range(6):
+    envs = fam.sample_pack(seed, 2)
+    _, messages = play_episodes(envs, teacher, seed=seed)
+    inst, cell, prev = envs[0].instance, envs[0].instance.start, None
+    for m in messages:
+      if m["role"] == "user" and "[Episode" in m["content"]:
+        cell, prev = inst.start, None
+      if m["role"] != "assistant":
+        continue
+      move = base.common.extract_action(m["content"])
+      want = f"({cell[0]},{cell[1]}) "
+      if note == "options":  # the goal if adjacent, else the open neighbours but the way back (all at a dead end)
+        opened = [n for n, (dr, dc) in DIRS.items() if inst.cell_type((cell[0] + dr, cell[1] + dc)) != "wall"]
+        goal = [n for n in opened if inst.cell_type((cell[0] + DIRS[n][0], cell[1] + DIRS[n][1])) == "goal"]
+        options = goal or [n for n in opened if n != back.get(prev)] or opened
+        want += "".join(f"{n} " for n in options)
+      assert m["content"] == want + f"\\boxed{{{move}}}"
+      nxt = (cell[0] + DIRS[move][0], cell[1] + DIRS[move][1])
+      moved = inst.cell_type(nxt) != "wall"
+      cell, prev = (nxt, move) if moved else (cell, None)
+  with pytest.raises(TypeError):
+    make_teacher("maze", 0.5, planner="replay", bogus=1)
+  with pytest.raises(ValueError, match="note must be one of"):
+    make_policy("maze", "expert", note="everything")

@@ -19,8 +19,17 @@ Planners (``planner=``):
   uses known cells circles around the start), known walls never (the paper's wall-bump penalty thus never
   applies). Memoised on (cell, turns left, cells newly visited by the plan).
 
-Both replan after every observation. Neither knows the generator's prior (the goal is the farthest cell
-from the start, 7..8 moves away), so they are reference algorithms, not Bayes-optimal players.
+* ``"replay"`` (a copy-friendly scripted player for small models, ``experiments/orbit_tiny_learns.py``): no
+  map. If an earlier episode reached the goal, take at the current cell the move that the latest such
+  episode made on its *last* visit there (following last exits through a walk that reached the goal is its
+  loop-erased path, so this reaches the goal without detours); otherwise explore: step onto the goal when it
+  is next to you (``take_goal``, default on), else a uniformly random open neighbour, never straight back the
+  way the last move came unless it is the only one. Each move is then
+  either a copy keyed on the position text or a choice among the observed open neighbours.
+
+The frontier and shaped planners replan after every observation. None knows the generator's prior (the goal
+is the farthest cell from the start, 7..8 moves away), so they are reference algorithms, not Bayes-optimal
+players.
 """
 
 from __future__ import annotations
@@ -30,13 +39,21 @@ import functools
 import random
 import re
 
+from codjax.envs.games import common
 from codjax.envs.games.maze import DIRS
 from codjax.envs.games.oracles import base
 
 _OBS_RE = re.compile(r"\((\d{1,4}),\s*(\d{1,4})\)\.\s*Around (?:you|it), up leads to (wall|path|goal), down leads to "
                      r"(wall|path|goal), left leads to (wall|path|goal), and right leads to (wall|path|goal)")
+# the compact text (maze.py, ``text="compact"``): "(2,3): up path, down wall, left wall, right path"
+_COMPACT_RE = re.compile(r"\((\d{1,4}),\s*(\d{1,4})\):\s*up (wall|path|goal), down (wall|path|goal), "
+                         r"left (wall|path|goal), right (wall|path|goal)")
 Cell = tuple[int, int]
 _ORDER = ("up", "down", "left", "right")
+_REVERSE = {"up": "down", "down": "up", "left": "right", "right": "left"}
+PLANNERS = ("frontier", "shaped", "replay")
+GOAL_REACHED = ("arrived at the goal", "reached the goal")  # the full and the compact text
+MOVED = ("You moved", "moved ")
 
 
 class Belief:
@@ -47,7 +64,8 @@ class Belief:
     self.visited: set[Cell] = set()
     self.last: Cell | None = None
     for text in texts:
-      for m in _OBS_RE.finditer(text):
+      found = sorted([*_OBS_RE.finditer(text), *_COMPACT_RE.finditer(text)], key=lambda m: m.start())
+      for m in found:
         cell = (int(m.group(1)), int(m.group(2)))
         self.visited.add(cell)
         self.known.setdefault(cell, "path")
@@ -137,15 +155,96 @@ def shaped_move(belief: Belief, pos: Cell, turns_left: int) -> str:
   return move or next((n for n in _ORDER if belief.open(_step(pos, n))), "up")
 
 
+def _position(text: str) -> Cell | None:
+  """The last "(r,c). Around you ..." position of a text (None when it holds none)."""
+  return Belief([text]).last
+
+
+def last_exits(intro: str, exchanges: list[base.Exchange]) -> dict[Cell, str]:
+  """cell -> the move made on the last visit of that cell, over one episode's exchanges."""
+  exits: dict[Cell, str] = {}
+  here = _position(intro)
+  for x in exchanges:
+    move = x.content.lower()
+    if here is not None and move in DIRS:
+      exits[here] = move
+    here = _position(x.reply) or here
+  return exits
+
+
+def candidates(reading: base.Reading, here: Cell, take_goal: bool = True) -> list[str]:
+  """The exploring moves of the ``"replay"`` player at ``here``: the goal if it is next to it (``take_goal``),
+  else the open neighbours other than straight back the way the last move came (all open ones at a dead end)."""
+  belief = Belief([reading.current])
+  options = [n for n in _ORDER if belief.open(_step(here, n))]
+  goal = [n for n in options if belief.known.get(_step(here, n)) == "goal"]
+  if goal and take_goal:
+    return goal
+  current = reading.episodes[-1] if reading.episodes else []
+  if current and current[-1].reply.startswith(MOVED):
+    back = _REVERSE.get(current[-1].content.lower())
+    options = [n for n in options if n != back] or options
+  return options
+
+
+def replay_move(reading: base.Reading, here: Cell, rng: random.Random, take_goal: bool = True) -> str:
+  """The ``"replay"`` player's move (module docstring)."""
+  for intro, exchanges in reversed(list(zip(reading.intros[:-1], reading.episodes[:-1]))):
+    if exchanges and any(g in exchanges[-1].reply for g in GOAL_REACHED):
+      move = last_exits(intro, exchanges).get(here)
+      if move is not None:
+        return move
+      break
+  options = candidates(reading, here, take_goal)
+  return rng.choice(options) if options else rng.choice(_ORDER)
+
+
+NOTES = ("", "position", "options")
+
+
+def noted(reading: base.Reading, move: str, note: str, take_goal: bool = True) -> str:
+  """The reply ``\\boxed{move}`` with its note in front (``note`` of the players): ``"position"`` names the
+  current cell, ``"(2,3) \\boxed{up}"``; ``"options"`` also lists the exploring moves (``candidates``),
+  ``"(2,3) up right \\boxed{up}"``."""
+  box = f"\\boxed{{{move}}}"
+  here = _position(reading.current)
+  if not note or here is None:
+    return box
+  head = f"({here[0]},{here[1]}) "
+  if note == "options":
+    head += "".join(f"{n} " for n in candidates(reading, here, take_goal))
+  return head + box
+
+
+def _check_note(note: str) -> str:
+  if note not in NOTES:
+    raise ValueError(f"note must be one of {NOTES}, got {note!r}")
+  return note
+
+
 class Expert(base.GameExpert):
-  """The Maze oracle as a text player (``planner`` = "frontier" or "shaped")."""
+  """The Maze oracle as a text player (``planner`` = "frontier" or "shaped"), or the ``"replay"`` player.
+
+  ``note`` (``noted``): every reply names the current position (``"position"``), and the exploring moves
+  (``"options"``), before its move box: a scratchpad of one or two tokens that makes "the move made here last
+  time" a plain copy of what followed the same note in the model's own earlier replies, and exploring a pick
+  among the moves just written (experiments/orbit_tiny_learns.py)."""
 
   game = "Maze"
 
-  def __init__(self, planner: str = "frontier"):
-    if planner not in ("frontier", "shaped"):
-      raise ValueError(f"planner must be 'frontier' or 'shaped', got {planner!r}")
+  def __init__(self, planner: str = "frontier", note: str = "", take_goal: bool = True):
+    if planner not in PLANNERS:
+      raise ValueError(f"planner must be one of {PLANNERS}, got {planner!r}")
     self.planner = planner
+    self.note = _check_note(note)
+    self.take_goal = bool(take_goal)
+
+  def respond(self, messages, rng: random.Random) -> str:
+    reply = super().respond(messages, rng)
+    reading = base.read(messages, self.game)
+    if not self.note or reading.update:
+      return reply
+    return noted(reading, common.extract_action(reply), self.note, self.take_goal)
 
   def knowledge_bullets(self, reading: base.Reading) -> list[str]:
     return Belief(reading.texts()).bullets()
@@ -155,6 +254,8 @@ class Expert(base.GameExpert):
     here = Belief([reading.current]).last or belief.last
     if here is None:
       return "up"
+    if self.planner == "replay":
+      return replay_move(reading, here, rng, self.take_goal)
     if self.planner == "shaped":
       horizon = reading.intro_int(r"You have {n} moves", 9) - reading.turns_used
       return shaped_move(belief, here, horizon)
@@ -162,7 +263,20 @@ class Expert(base.GameExpert):
 
 
 class Random(base.RandomPlayer):
+  """Uniformly random moves; ``note`` as the expert's."""
+
   game = "Maze"
+
+  def __init__(self, note: str = "", take_goal: bool = True):
+    self.note = _check_note(note)
+    self.take_goal = bool(take_goal)  # only shapes the note's list of exploring moves
 
   def random_action(self, reading: base.Reading, rng: random.Random) -> str:
     return rng.choice(_ORDER)
+
+  def respond(self, messages, rng: random.Random) -> str:
+    reply = super().respond(messages, rng)
+    reading = base.read(messages, self.game)
+    if not self.note or reading.update:
+      return reply
+    return noted(reading, common.extract_action(reply), self.note, self.take_goal)
