@@ -222,7 +222,19 @@ def _check_note(note: str) -> str:
   return note
 
 
-class Expert(base.GameExpert):
+class _Noting:
+  """Writes the ``note`` (``noted``) in front of the move box of every solve reply of the player it is mixed
+  into (``self.note``, ``self.take_goal``, ``self.game``)."""
+
+  def respond(self, messages, rng: random.Random) -> str:
+    reply = super().respond(messages, rng)
+    reading = base.read(messages, self.game)
+    if not self.note or reading.update:
+      return reply
+    return noted(reading, common.extract_action(reply), self.note, self.take_goal)
+
+
+class Expert(_Noting, base.GameExpert):
   """The Maze oracle as a text player (``planner`` = "frontier" or "shaped"), or the ``"replay"`` player.
 
   ``note`` (``noted``): every reply names the current position (``"position"``), and the exploring moves
@@ -238,13 +250,6 @@ class Expert(base.GameExpert):
     self.planner = planner
     self.note = _check_note(note)
     self.take_goal = bool(take_goal)
-
-  def respond(self, messages, rng: random.Random) -> str:
-    reply = super().respond(messages, rng)
-    reading = base.read(messages, self.game)
-    if not self.note or reading.update:
-      return reply
-    return noted(reading, common.extract_action(reply), self.note, self.take_goal)
 
   def knowledge_bullets(self, reading: base.Reading) -> list[str]:
     return Belief(reading.texts()).bullets()
@@ -262,7 +267,7 @@ class Expert(base.GameExpert):
     return frontier_move(belief, here)
 
 
-class Random(base.RandomPlayer):
+class Random(_Noting, base.RandomPlayer):
   """Uniformly random moves; ``note`` as the expert's."""
 
   game = "Maze"
@@ -273,10 +278,3 @@ class Random(base.RandomPlayer):
 
   def random_action(self, reading: base.Reading, rng: random.Random) -> str:
     return rng.choice(_ORDER)
-
-  def respond(self, messages, rng: random.Random) -> str:
-    reply = super().respond(messages, rng)
-    reading = base.read(messages, self.game)
-    if not self.note or reading.update:
-      return reply
-    return noted(reading, common.extract_action(reply), self.note, self.take_goal)
