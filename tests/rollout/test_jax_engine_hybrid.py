@@ -93,7 +93,9 @@ def test_prefix_reuse_equals_reprefill_and_prefills_less(model, engine):
     assert_nontrivial(hist, b)
     for x, y in zip(a, b):
       assert x.token_ids == y.token_ids
-      np.testing.assert_allclose(x.logprobs, y.logprobs, atol=1e-5)
+      # the reused state and a whole-history prefill sum the DeltaNet recurrence over different chunkings (and
+      # the shared engine's buckets depend on the tests before): float32 rounding, 1.05e-5 seen on a logprob of -2
+      np.testing.assert_allclose(x.logprobs, y.logprobs, atol=3e-5)
     hist = [h + x.token_ids + [60 + turn, 61, 62] for h, x in zip(hist, a)]  # + next "user turn"
   assert reuse.stats["prefill_tokens"] < (fresh.stats["prefill_tokens"] - before["prefill_tokens"]) / 2
   assert reuse.stats["reused_tokens"] > 0
