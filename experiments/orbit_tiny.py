@@ -9,7 +9,7 @@ paper are cited (see experiments/orbit_qwen3_8b.py); the demo-only values say wh
 """
 
 from codjax.train.config import base_config, env_entry
-from codjax.train.orbit_workflow import orbit_config
+from codjax.train.orbit_workflow import orbit_config, set_orbit_loss
 
 
 def get_config():
@@ -36,14 +36,7 @@ def get_config():
   c.rollout.max_response_tokens = 12  # demo: a random model's replies are noise; keep them short
   c.rollout.max_prompt_tokens = 1536  # demo: ~3 episodes of these games (paper: 32k); longer ones overflow
   c.rollout.max_slots = 16
-  c.algorithm.advantage = "grpo"  # paper Sec. 3.2
-  c.algorithm.grpo_normalize_std = True  # verl's GRPO (orbit_evo.md A.4 item 1)
-  c.algorithm.red_weight = False
-  c.algorithm.loss = "ppo"  # PPO-style clipped surrogate, asymmetric clip (paper Sec. 3.2)
-  c.algorithm.eps_low, c.algorithm.eps_high = 0.2, 0.28  # paper Sec. 4.2
-  c.algorithm.dual_clip = 3.0  # verl's dual-clip in ORBIT's public script (orbit_evo.md A.4 item 3)
-  c.algorithm.aggregation = "seq-mean-token-mean"  # ORBIT's public script (orbit_evo.md A.4)
-  c.algorithm.kl_type, c.algorithm.kl_coef, c.algorithm.entropy_coef = "", 0.0, 0.0  # paper Sec. 4.2: off
+  set_orbit_loss(c.algorithm)  # ORBIT's loss settings (paper Sec. 3.2, 4.2; cited in orbit_qwen3_8b.py)
   c.optim.learning_rate = 1e-4  # demo: tiny model from scratch (paper: 1e-6 for Qwen3-8B)
   c.train.seq_len = 1536
   c.train.pack = False  # one trajectory per row, bucketed by length (cheaper attention on CPU)

@@ -43,7 +43,7 @@ Paper-faithful values are cited; demo-specific ones say why.
 """
 
 from codjax.train.config import base_config, env_entry
-from codjax.train.orbit_workflow import orbit_config
+from codjax.train.orbit_workflow import orbit_config, set_orbit_loss
 
 # one pre-token each (one token after BPE): a position with its colon (observations) or its space (the
 # player's note), the note's list of exploring moves, a neighbour report with its comma, a move box, a move report; digits and newlines stay
@@ -77,14 +77,7 @@ def get_config():
   c.rollout.max_prompt_tokens = 1536  # demo: a full 27-move trajectory is ~1,000 tokens (paper: 32k)
   c.rollout.max_slots = 320  # the 300-instance evaluation runs at once
   c.rollout.sync_interval = 1
-  c.algorithm.advantage = "grpo"  # paper Sec. 3.2
-  c.algorithm.grpo_normalize_std = True  # verl's GRPO (orbit_evo.md A.4 item 1)
-  c.algorithm.red_weight = False
-  c.algorithm.loss = "ppo"  # PPO-style clipped surrogate, asymmetric clip (paper Sec. 3.2)
-  c.algorithm.eps_low, c.algorithm.eps_high = 0.2, 0.28  # paper Sec. 4.2
-  c.algorithm.dual_clip = 3.0  # verl's dual-clip in ORBIT's public script (orbit_evo.md A.4 item 3)
-  c.algorithm.aggregation = "seq-mean-token-mean"  # ORBIT's public script (orbit_evo.md A.4)
-  c.algorithm.kl_type, c.algorithm.kl_coef, c.algorithm.entropy_coef = "", 0.0, 0.0  # paper Sec. 4.2: off
+  set_orbit_loss(c.algorithm)  # ORBIT's loss settings (paper Sec. 3.2, 4.2; cited in orbit_qwen3_8b.py)
   c.optim.learning_rate = 4e-4  # demo: tiny model from scratch (paper: 1e-6); 1e-3 collapsed after 6 steps
   c.optim.warmup_steps = 2
   c.train.seq_len = 1536

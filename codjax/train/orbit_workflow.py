@@ -32,6 +32,17 @@ def orbit_config(**overrides) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict(dataclasses.asdict(settings_from_config(overrides)))
 
 
+def set_orbit_loss(algorithm: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Sets an experiment's ``algorithm`` block to ORBIT's loss (paper Sec. 3.2 and 4.2; orbit_evo.md A.4; cited
+  field by field in experiments/orbit_qwen3_8b.py): GRPO on the success count with verl's std normalisation,
+  PPO-style clipped surrogate with the asymmetric clip (0.2, 0.28) and verl's dual clip 3, seq-mean-token-mean
+  aggregation, no RED-Weight, no KL, no entropy term. Returns the block."""
+  algorithm.update(dict(advantage="grpo", grpo_normalize_std=True, red_weight=False, loss="ppo", eps_low=0.2,
+                        eps_high=0.28, dual_clip=3.0, aggregation="seq-mean-token-mean", kl_type="", kl_coef=0.0,
+                        entropy_coef=0.0))
+  return algorithm
+
+
 def orbit_settings(cfg) -> OrbitSettings:
   return settings_from_config(cfg.get("orbit"))
 

@@ -130,7 +130,12 @@ class GameExpert(TextPolicy):
     reading = read(messages, self.game)
     if reading.update:
       return cod_protocol.format_hint_block(self.knowledge_bullets(reading))
-    return f"\\boxed{{{self.act(reading, rng)}}}"
+    return self.solve_reply(reading, self.act(reading, rng))
+
+  def solve_reply(self, reading: Reading, content: str) -> str:
+    """The solve turn's reply around the action content (a player may write a note before the box)."""
+    del reading
+    return f"\\boxed{{{content}}}"
 
   @abc.abstractmethod
   def act(self, reading: Reading, rng: random.Random) -> str:
@@ -150,7 +155,12 @@ class RandomPlayer(TextPolicy):
     reading = read(messages, self.game)
     if reading.update:
       return cod_protocol.format_hint_block(hint_lines(reading.hint))
-    return f"\\boxed{{{self.random_action(reading, rng)}}}"
+    return self.solve_reply(reading, self.random_action(reading, rng))
+
+  def solve_reply(self, reading: Reading, content: str) -> str:
+    """The solve turn's reply around the action content (as ``GameExpert.solve_reply``)."""
+    del reading
+    return f"\\boxed{{{content}}}"
 
   @abc.abstractmethod
   def random_action(self, reading: Reading, rng: random.Random) -> str:

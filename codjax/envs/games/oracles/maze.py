@@ -39,7 +39,6 @@ import functools
 import random
 import re
 
-from codjax.envs.games import common
 from codjax.envs.games.maze import DIRS
 from codjax.envs.games.oracles import base
 
@@ -224,14 +223,10 @@ def _check_note(note: str) -> str:
 
 class _Noting:
   """Writes the ``note`` (``noted``) in front of the move box of every solve reply of the player it is mixed
-  into (``self.note``, ``self.take_goal``, ``self.game``)."""
+  into (``self.note``, ``self.take_goal``)."""
 
-  def respond(self, messages, rng: random.Random) -> str:
-    reply = super().respond(messages, rng)
-    reading = base.read(messages, self.game)
-    if not self.note or reading.update:
-      return reply
-    return noted(reading, common.extract_action(reply), self.note, self.take_goal)
+  def solve_reply(self, reading: base.Reading, content: str) -> str:
+    return noted(reading, content, self.note, self.take_goal)
 
 
 class Expert(_Noting, base.GameExpert):
