@@ -156,15 +156,13 @@ class _TextPolicies:
 
   def backend_for(self, spec):
     from codjax.agents.episode import PolicyBackend
-    from codjax.envs.experts import make_policy
     from codjax.eval.runner import token_counting_backend
-    from codjax.train.sft import configured_teacher
+    from codjax.train.sft import scripted_policy
 
     if self.server is not None:
       inner = self.server_backend
     else:
-      policy = (configured_teacher(self.cfg, spec.name, self.opts.expert_random_frac) if self.opts.engine == "expert"
-                else make_policy(spec.name, self.opts.engine))
+      policy = scripted_policy(self.cfg, spec.name, self.opts.engine, self.opts.expert_random_frac)
       inner = PolicyBackend(policy, seed=int(self.cfg.seed))
     return inner if self.tok is None else token_counting_backend(self.cfg, inner, self.tok)
 

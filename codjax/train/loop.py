@@ -313,15 +313,15 @@ class Trainer:
     configured expert (``sft.teacher_params``), ``teacher`` the SFT teacher (``sft.expert_random_frac`` of
     its moves random), ``random`` the environment's random player."""
     from codjax.agents.episode import PolicyBackend
-    from codjax.envs.experts import make_policy
     from codjax.eval.runner import run_evaluation, token_counting_backend
-    from codjax.train.sft import configured_teacher
+    from codjax.train.sft import scripted_policy
 
     cfg, out = self.cfg, {}
     for kind in cfg.eval.baselines:
-      def backend_for(spec, kind=kind):
-        policy = (make_policy(spec.name, "random") if kind == "random" else
-                  configured_teacher(cfg, spec.name, float(cfg.sft.expert_random_frac) if kind == "teacher" else 0.0))
+      frac = float(cfg.sft.expert_random_frac) if kind == "teacher" else 0.0
+
+      def backend_for(spec, kind=kind, frac=frac):
+        policy = scripted_policy(cfg, spec.name, kind, frac)
         return token_counting_backend(cfg, PolicyBackend(policy, seed=int(cfg.seed)), self.tokenizer)
 
       results = run_evaluation(cfg, backend_for, progress=bool(cfg.log.progress)).results

@@ -70,6 +70,15 @@ def configured_teacher(cfg, env_name: str, random_frac: float = 0.0):
   return make_teacher(env_name, random_frac, **dict(cfg.sft.teacher_params.get(env_name, {})))
 
 
+def scripted_policy(cfg, env_name: str, kind: str, random_frac: float = 0.0):
+  """A scripted policy for evaluation: ``kind="random"`` is the environment's random player, anything else the
+  ``configured_teacher`` with ``random_frac`` of its solve turns random (launch/evaluate.py's
+  ``--engine=expert|random``, the trainer's ``eval.baselines``)."""
+  from codjax.envs.experts import make_policy
+
+  return make_policy(env_name, "random") if kind == "random" else configured_teacher(cfg, env_name, random_frac)
+
+
 def bucketed_schedule(lengths: list[int], batch_size: int, max_len: int, rng: np.random.Generator,
                       row_multiple: int = 1) -> list[list[int]]:
   """One epoch of batches: sequences grouped by ``length_bucket``, shuffled within and across buckets."""
