@@ -1,10 +1,18 @@
 """Shared fixtures. The suite runs on the CPU platform with 8 fake CPU devices (sharding tests), both of
 which must be set before jax starts: ``JAX_PLATFORMS=cpu`` is forced (so a machine with ``jax[cuda12]``
 installed still runs the CPU suite), and the fake-device flag is appended to any ``XLA_FLAGS`` the user
-already set (an existing device-count flag is replaced, never duplicated)."""
+already set (an existing device-count flag is replaced, never duplicated).
 
+The session shares one persistent XLA compilation cache (``JAX_COMPILATION_CACHE_DIR``, a fresh temporary
+directory removed at exit, unless the caller set one): many tests build the same tiny model's train step,
+sampler and forward in new closures (a new Trainer, a new engine, a launcher subprocess, which inherits the
+variable), and identical programs then compile once per session instead of once per test."""
+
+import atexit
 import os
 import re
+import shutil
+import tempfile
 
 DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 NUM_FAKE_DEVICES = 8
@@ -21,6 +29,12 @@ os.environ["XLA_FLAGS"] = with_fake_devices(os.environ.get("XLA_FLAGS", ""))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  _XLA_CACHE = tempfile.mkdtemp(prefix="codjax-xla-cache-")
+  atexit.register(shutil.rmtree, _XLA_CACHE, ignore_errors=True)
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = _XLA_CACHE
+  # every program is worth caching here: most of the suite's compiles take 0.1-1 s (the default skips < 1 s)
+  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
 
 import pytest  # noqa: E402
 
