@@ -8,18 +8,12 @@ learns nothing useful in a few steps; the point is that every stage runs. The OR
 paper are cited (see experiments/orbit_qwen3_8b.py); the demo-only values say why.
 """
 
-from codjax.train.config import base_config, env_entry
+from codjax.train.config import env_entry, tiny_demo_config
 from codjax.train.orbit_workflow import orbit_config, set_orbit_loss
 
 
 def get_config():
-  c = base_config()
-  c.name = "orbit_tiny"
-  c.workflow = "orbit"
-  c.run_dir = "runs/orbit_tiny"
-  c.seed = 0
-  c.model.path = "runs/orbit_tiny/base_model"
-  c.model.make_tiny = True
+  c = tiny_demo_config("orbit_tiny", workflow="orbit")
   c.model.tiny.update(dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
                            num_key_value_heads=1, head_dim=32, intermediate_size=128, tie_word_embeddings=True,
                            corpus_packs=60))  # demo: a ~50k-parameter model, tokenizer corpus kept small

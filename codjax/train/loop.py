@@ -58,7 +58,7 @@ def ensure_model_dir(cfg) -> str:
   episodes are short in tokens."""
   path = cfg.model.path
   if cfg.model.make_tiny and not os.path.isfile(os.path.join(path, "config.json")):
-    from codjax.agents.cod import Pack, run_text_packs
+    from codjax.agents.cod import run_text_packs, text_packs
     from codjax.agents.episode import PolicyBackend
     from codjax.models.tiny import make_tiny_checkpoint
     from codjax.train.sft import configured_teacher
@@ -70,7 +70,7 @@ def ensure_model_dir(cfg) -> str:
       if str(cfg.workflow) == "cod":
         trajs = run_text_packs(teacher, spec.family, range(n), size, env_name=spec.name, seed=cfg.seed)
       else:
-        packs = [Pack(spec.name, spec.family, k, tuple(derive_seed(k, 1, j) for j in range(size)), k) for k in range(n)]
+        packs = text_packs(spec.family, range(n), size, env_name=spec.name)
         trajs = get_workflow(str(cfg.workflow)).rollout(PolicyBackend(teacher, cfg.seed), packs, 1, cfg)
       for t in trajs:
         for ep in t.episodes():
@@ -375,9 +375,9 @@ class Trainer:
       c = self.workflow.compare(start[label], r)
       rows[label] = c
       per = " ".join(f"{m:+.3f}+-{se:.3f}" for m, se in c["per_position"])
-      unit = "position" if self.cfg.workflow == "cod" else "episode"
       print(f"[RL effect] {label}: {c['metric']} {c['before']:.3f} -> {c['after']:.3f} (paired diff {c['mean']:+.3f} "
-            f"+- {c['se']:.3f}, {c['mean'] / max(c['se'], 1e-12):+.1f} s.e.; per {unit} {per})", flush=True)
+            f"+- {c['se']:.3f}, {c['mean'] / max(c['se'], 1e-12):+.1f} s.e.; per {self.workflow.unit} {per})",
+            flush=True)
     with open(os.path.join(self.run_dir, "eval", "rl_effect.json"), "w") as f:
       json.dump(rows, f, indent=2)
 

@@ -49,6 +49,7 @@ def orbit_settings(cfg) -> OrbitSettings:
 
 class OrbitWorkflowSpec:
   name = "orbit"
+  unit = "episode"  # compare's per_position: the episode of the instance
 
   def check_config(self, cfg) -> None:
     """Raises ValueError for settings this workflow cannot run."""

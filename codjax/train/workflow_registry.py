@@ -22,6 +22,7 @@ from typing import Protocol
 
 class Workflow(Protocol):
   name: str
+  unit: str  # what compare's per_position entries index: a pack position (CoD) or an episode (ORBIT)
 
   def rollout(self, backend, packs, repeats: int, cfg, on_done=None): ...
 
