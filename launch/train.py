@@ -18,6 +18,10 @@ _HOST_ALLOCATOR = host_allocator.define_flag()
 def main(argv):
   del argv
   host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)  # before JAX starts its threads
+  from codjax.parallel import maybe_initialize_distributed
+
+  # several hosts (or launch/multiprocess.py): join them before anything touches a device
+  maybe_initialize_distributed()
   from absl import logging
 
   if not flags.FLAGS["verbosity"].present:

@@ -283,7 +283,26 @@ def save_pretrained(model: Qwen3 | Qwen35, path: str, max_shard_bytes: int = 4 *
   """Writes config.json (``model.cfg.to_hf_dict()``) + safetensors (sharded with an index past
   ``max_shard_bytes``) that transformers and vLLM load, for a ``Qwen3`` or a ``Qwen35`` (text layout:
   ``Qwen3_5ForCausalLM`` / ``Qwen3_5MoeForCausalLM``). The write goes to a temporary directory first and is
-  renamed into place."""
+  renamed into place.
+
+  A model spread over several processes (``jax.distributed``: some parameter not fully addressable) is
+  saved collectively: every process must call this; the parameters are gathered, process 0 writes, and all
+  return once the directory is in place. A process-local model is written by whoever calls this."""
+  if jax.process_count() > 1 and not all(getattr(x, "is_fully_addressable", True)
+                                         for x in jax.tree.leaves(nnx.state(model))):
+    from codjax.parallel import multihost
+
+    host_model = multihost.host_local_copy(model)
+    try:
+      if multihost.is_primary():
+        _write_pretrained(host_model, path, max_shard_bytes, tokenizer)
+    finally:
+      multihost.barrier("save_pretrained")
+    return
+  _write_pretrained(model, path, max_shard_bytes, tokenizer)
+
+
+def _write_pretrained(model, path: str, max_shard_bytes: int, tokenizer) -> None:
   import shutil
   import tempfile
 

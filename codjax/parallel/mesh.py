@@ -53,19 +53,29 @@ def batch_shards(mesh) -> int:
 
 
 def maybe_initialize_distributed() -> bool:
-  """Calls ``jax.distributed.initialize()`` when launched multi-host; returns True if it did.
+  """Calls ``jax.distributed.initialize()`` when launched multi-host; returns True if it did (or had).
 
   Multi-host is detected from the standard coordinator variables (``JAX_COORDINATOR_ADDRESS`` with
-  ``JAX_NUM_PROCESSES``/``JAX_PROCESS_ID``) or a cluster environment jax auto-detects (SLURM, Open MPI,
-  Kubernetes/TPU); single-process runs are left alone.
+  ``JAX_NUM_PROCESSES``/``JAX_PROCESS_ID``) or a cluster environment jax auto-detects (SLURM, Open MPI);
+  single-process runs are left alone. On CPU (``JAX_PLATFORMS=cpu``: tests, ``launch/multiprocess.py``)
+  the cross-process collectives are gloo's. Must run before anything touches a JAX device; calling it again
+  is a no-op.
   """
+  if jax.distributed.is_initialized():
+    return True
   addr = os.environ.get("JAX_COORDINATOR_ADDRESS")
   nproc = int(os.environ.get("JAX_NUM_PROCESSES", "1"))
+  cluster = int(os.environ.get("SLURM_NTASKS", "1")) > 1 or int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1
+  if not (addr and nproc > 1) and not cluster:
+    return False
+  if os.environ.get("JAX_PLATFORMS", "").split(",")[0] == "cpu":
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
   if addr and nproc > 1:
+    if "JAX_PROCESS_ID" not in os.environ:
+      raise ValueError("JAX_COORDINATOR_ADDRESS and JAX_NUM_PROCESSES are set but JAX_PROCESS_ID is not: every "
+                       "process needs its id (0 .. JAX_NUM_PROCESSES-1)")
     jax.distributed.initialize(coordinator_address=addr, num_processes=nproc,
                                process_id=int(os.environ["JAX_PROCESS_ID"]))
-    return True
-  if int(os.environ.get("SLURM_NTASKS", "1")) > 1 or int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
+  else:
     jax.distributed.initialize()
-    return True
-  return False
+  return True

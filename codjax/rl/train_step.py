@@ -188,6 +188,17 @@ def batch_shardings(batch_spec: dict[str, Any], mesh: Mesh) -> dict[str, NamedSh
   return {k: NamedSharding(mesh, P(axes)) for k in batch_spec}
 
 
+def device_batch(batch: dict[str, Any], mesh: Mesh | None) -> dict[str, jax.Array]:
+  """A host batch (numpy, the same on every process) as the step's inputs: device arrays with one process;
+  with several (``jax.distributed``), global arrays over ``batch_shardings`` of which each process
+  supplies its own devices' rows (``codjax.parallel.multihost.global_batch``)."""
+  if mesh is None or jax.process_count() == 1:
+    return {k: jnp.asarray(v) for k, v in batch.items()}
+  from codjax.parallel.multihost import global_batch
+
+  return global_batch(batch, batch_shardings(batch, mesh))
+
+
 def make_train_step(graphdef, optimizer: optax.GradientTransformation, cfg: StepConfig, state: TrainState,
                     mesh: Mesh | None = None, batch_fields: tuple[str, ...] = REQUIRED_FIELDS):
   """Returns ``step(state, batch) -> (state, metrics)`` jitted with donated state (and explicit shardings on

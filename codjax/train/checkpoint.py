@@ -32,6 +32,7 @@ import shutil
 from typing import Any, Callable, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
@@ -49,8 +50,18 @@ def _abstract(flat: dict[str, Any]) -> dict[str, jax.ShapeDtypeStruct]:
 
 
 def _all_finite(tree) -> bool:
-  return all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(tree)
-             if np.issubdtype(np.asarray(x).dtype, np.floating))
+  """True if every floating leaf is finite; a leaf spread over several processes is reduced on the devices
+  (a collective: every process calls this for the same tree)."""
+  ok = True
+  for x in jax.tree.leaves(tree):
+    if not np.issubdtype(np.dtype(x.dtype), np.floating):
+      continue
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+      # a reduction to one replicated scalar: every process reads the global verdict from its own copy
+      ok &= bool(np.asarray(jnp.isfinite(x).all().addressable_data(0)))
+    else:
+      ok &= bool(np.isfinite(np.asarray(x)).all())
+  return ok
 
 
 class CheckpointError(RuntimeError):

@@ -19,7 +19,9 @@ checks every field with a clear error (before any model is built), and the launc
              (full | compact prompt wording; the markers are the same)
   rollout    engine (jax | vllm); temperature, top_p, top_k; max_response_tokens; max_prompt_tokens;
              max_slots (sequences generated at once: the JAX engine's KV-cache slots, vLLM's max_num_seqs);
-             sync_interval (weight sync every k steps: rollout policy at most k-1 steps stale); vllm: dtype,
+             sync_interval (weight sync every k steps: rollout policy at most k-1 steps stale); seed_by (call:
+             a step's replies seeded by (step, call index); episode: by (step, episode identity, turn), the same
+             whichever episodes share a call; several processes always use episode); vllm: dtype,
              gpu_memory_utilization (0 = vLLM's default), enforce_eager, tensor_parallel_size (must be 1:
              the trainer runs vLLM in process with one worker)
   algorithm  advantage (cod | grpo); returns (mean | window | discounted), window, gamma; red_weight and its
@@ -131,7 +133,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.cod = ml_collections.ConfigDict(dict(use_hints=True, hint_penalty=0.1, response_limit=0, protocol="full"))
   c.rollout = ml_collections.ConfigDict(dict(
       engine="jax", temperature=1.0, top_p=1.0, top_k=0, max_response_tokens=256, max_prompt_tokens=4096,
-      max_slots=256, sync_interval=1,
+      max_slots=256, sync_interval=1, seed_by="call",
       vllm=dict(dtype="bfloat16", gpu_memory_utilization=0.5, enforce_eager=False, tensor_parallel_size=1)))
   c.algorithm = ml_collections.ConfigDict(dict(
       advantage="cod", returns="mean", window=0, gamma=1.0, red_weight=True, red_t_min=0.8, red_t_max=100.0,
@@ -296,6 +298,7 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(r.max_prompt_tokens > r.max_response_tokens, "rollout.max_prompt_tokens must exceed max_response_tokens")
   _req(isinstance(r.max_slots, int) and r.max_slots >= 1, "rollout.max_slots must be an int >= 1")
   _req(isinstance(r.sync_interval, int) and r.sync_interval >= 1, "rollout.sync_interval must be an int >= 1")
+  _req(r.seed_by in ("call", "episode"), f"rollout.seed_by must be 'call' or 'episode', got {r.seed_by!r}")
   v = r.vllm
   if r.engine == "vllm" and model_family(c) == "qwen3_5" and _vllm_is_cpu_build():
     raise ConfigError(

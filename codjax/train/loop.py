@@ -27,10 +27,11 @@ from codjax.envs.base import derive_seed
 from codjax.models import from_pretrained, save_pretrained
 from codjax.models.tokenizer import load_tokenizer
 from codjax.parallel import batch_shards, maybe_initialize_distributed, mesh_from_config
+from codjax.parallel import multihost
 from codjax.models.axes import PARAM_LOGICAL_AXES
 from codjax.parallel.sharding import state_shardings
 from codjax.rl.batch import TrainSequence, assemble_batch
-from codjax.rl.train_step import init_train_state, make_optimizer, make_train_step
+from codjax.rl.train_step import device_batch, init_train_state, make_optimizer, make_train_step
 from codjax.rollout.base import SamplingParams
 from codjax.eval.runner import evaluate_engine, template_kwargs
 from codjax.train.checkpoint import Checkpointer
@@ -39,6 +40,7 @@ from codjax.train.config import optimizer_config, step_config  # noqa: F401  (al
 from codjax.train.credit import apply_red
 from codjax.train.data import PackSampler, env_specs
 from codjax.train.engines import build_engine
+from codjax.train.host_rollouts import rollout_on_hosts
 from codjax.train.metrics import MetricWriter, Progress
 from codjax.train.reference import build_reference
 from codjax.train.workflows import get_workflow
@@ -55,9 +57,9 @@ def ensure_model_dir(cfg) -> str:
 
   The tiny tokenizer is trained on scripted-expert transcripts of the configured environments, played
   through the configured workflow (CoD packs, or ORBIT's multi-episode conversations), so the demo's
-  episodes are short in tokens."""
+  episodes are short in tokens. With several processes, process 0 writes it and the others wait."""
   path = cfg.model.path
-  if cfg.model.make_tiny and not os.path.isfile(os.path.join(path, "config.json")):
+  if cfg.model.make_tiny and multihost.is_primary() and not os.path.isfile(os.path.join(path, "config.json")):
     from codjax.agents.cod import run_text_packs, text_packs
     from codjax.agents.episode import PolicyBackend
     from codjax.models.tiny import make_tiny_checkpoint
@@ -80,6 +82,8 @@ def ensure_model_dir(cfg) -> str:
     vocab = tiny.pop("vocab_size")
     make_tiny_checkpoint(path, corpus=corpus, vocab_size=vocab, seed=int(cfg.model.init_seed),
                          model_preset=tiny.pop("preset", "tiny"), **tiny)
+  if cfg.model.make_tiny:
+    multihost.barrier("tiny_model")
   return path
 
 
@@ -92,8 +96,9 @@ class Trainer:
     self.mesh = mesh_from_config(cfg.mesh)
     self.run_dir = os.path.abspath(cfg.run_dir)
     os.makedirs(self.run_dir, exist_ok=True)
-    with open(os.path.join(self.run_dir, "config.json"), "w") as f:
-      f.write(cfg.to_json_best_effort(indent=2))
+    if multihost.is_primary():  # run files: process 0 only (codjax.parallel.multihost)
+      with open(os.path.join(self.run_dir, "config.json"), "w") as f:
+        f.write(cfg.to_json_best_effort(indent=2))
     m = cfg.model
     self.model_path = model_path or (ensure_model_dir(cfg) if m.path else "")
     over = model_compute_overrides(m)
@@ -117,12 +122,19 @@ class Trainer:
     d = cfg.data
     self.sampler = PackSampler(self.specs, int(d.pack_size), str(d.packing), int(cfg.seed), int(d.n_train),
                                int(d.n_test), int(d.split_seed))
-    self.engine = build_engine(cfg.rollout, self.model, self.model_path, self.mesh, seed=cfg.seed)
+    # with several processes each one samples its share of the packs on its own devices (local mesh)
+    self.engine = build_engine(cfg.rollout, multihost.host_local_copy(self.model), self.model_path,
+                               self.mesh if multihost.process_count() == 1 else multihost.local_mesh(cfg.mesh),
+                               seed=cfg.seed)
     r = cfg.rollout
     self.params = SamplingParams(temperature=float(r.temperature), top_p=float(r.top_p), top_k=int(r.top_k),
                                  max_tokens=int(r.max_response_tokens))
     self.template_kwargs = template_kwargs(cfg)  # Qwen3's enable_thinking (T1: off), as in evaluation
-    self.backend = EngineBackend(self.engine, self.tokenizer, self.params,
+    # several processes sample disjoint packs, so a reply's seed must not depend on the call it shares
+    # (seed_by="episode"); one process keeps the configured seeding
+    seed_by = "episode" if multihost.process_count() > 1 else str(r.seed_by)
+    self.backend = EngineBackend(self.engine, self.tokenizer, self.params, seed_by=seed_by,
+                                 seed=int(cfg.seed) if seed_by == "episode" else None,
                                  max_prompt_tokens=int(r.max_prompt_tokens), template_kwargs=self.template_kwargs)
     self.workflow = get_workflow(str(cfg.workflow))
     self.ckpt = Checkpointer(os.path.join(self.run_dir, "checkpoints"), int(cfg.checkpoint.max_to_keep))
@@ -142,7 +154,8 @@ class Trainer:
     # a resumed run re-runs the steps after its checkpoint: their old metric lines are dropped (all lines
     # when no checkpoint was restored), so metrics.jsonl reads as one uninterrupted run
     self.writer = MetricWriter(self.run_dir, tensorboard=bool(cfg.log.tensorboard),
-                               keep_through=(self.step if self.step > 0 else -1) if resume else None)
+                               keep_through=(self.step if self.step > 0 else -1) if resume else None,
+                               enabled=multihost.is_primary())
 
   def warm_start(self, base_path: str, over: dict) -> tuple[str, dict | None]:
     """SFT stage: trains the base model on expert transcripts once; later runs (and resumes) reuse it."""
@@ -150,14 +163,15 @@ class Trainer:
 
     out = os.path.join(self.run_dir, "sft_model")
     stats_path = os.path.join(self.run_dir, "sft_stats.json")
-    if os.path.isfile(os.path.join(out, "config.json")):
+    if multihost.broadcast_json(os.path.isfile(os.path.join(out, "config.json"))):
       stats = json.load(open(stats_path)) if os.path.isfile(stats_path) else None
       return out, stats
     tok = load_tokenizer(base_path)
     base = from_pretrained(base_path, dtype=self.cfg.model.dtype, mesh=self.mesh, **over)
     _, stats = run_sft(self.cfg, base, tok, env_specs(self.cfg.data.envs), self.mesh, out, self.run_dir)
-    with open(stats_path, "w") as f:
-      json.dump(stats, f, indent=2)
+    if multihost.is_primary():
+      with open(stats_path, "w") as f:
+        json.dump(stats, f, indent=2)
     print(f"[sft] done: {self.cfg.sft.steps} steps in {stats['train_s']:.0f} s ({stats['tok_per_s']:.0f} tok/s)",
           flush=True)
     return out, stats
@@ -185,7 +199,7 @@ class Trainer:
     else:
       # the engine sampled from the weights of step `last_sync`, stored in this checkpoint step
       self._engine_model = nnx.merge(self.graphdef, got.engine)
-      self.engine.update_weights(self._engine_model)
+      self.engine.update_weights(multihost.host_local_copy(self._engine_model))
     logging.info("resumed from checkpoint step %d (engine weights of step %d)", got.step, self.last_sync)
 
   def _engine_target(self, meta: dict):
@@ -217,7 +231,7 @@ class Trainer:
     """Pushes the current params to the engine. A copy is kept (the train step donates its buffers) when
     the engine lags the trainer (sync_interval > 1), so a checkpoint can record the sampling policy."""
     model = self.current_model()
-    self.engine.update_weights(model)
+    self.engine.update_weights(multihost.host_local_copy(model))
     if self.cfg.rollout.sync_interval > 1:
       graphdef, params = nnx.split(model)
       self._engine_model = nnx.merge(graphdef, jax.tree.map(jnp.copy, params))
@@ -240,7 +254,7 @@ class Trainer:
     t0 = time.perf_counter()
     packs = self.sampler.next_packs(int(cfg.data.packs_per_step))
     self.backend.reseed(derive_seed(cfg.seed, self.step))
-    trajs = self.workflow.rollout(self.backend, packs, int(cfg.data.repeats), cfg)
+    trajs = self.rollout(packs)
     t_roll = time.perf_counter() - t0
     a = cfg.algorithm
     scored = self.workflow.score(trajs, cfg)
@@ -264,7 +278,7 @@ class Trainer:
           self.reference.logprobs(batch, num_chunks=int(cfg.train.num_microbatches)))
       t_ref = time.perf_counter() - t0
     t1 = time.perf_counter()
-    self.state, out = self._step_fn(batch)(self.state, {k: jnp.asarray(v) for k, v in batch.items()})
+    self.state, out = self._step_fn(batch)(self.state, device_batch(batch, self.mesh))
     out = {k: float(v) for k, v in jax.device_get(out).items()}
     t_train = time.perf_counter() - t1
     self.step += 1
@@ -283,18 +297,29 @@ class Trainer:
     m["staleness"] = float(self.step - 1 - self.last_sync)
     return m
 
+  def rollout(self, packs) -> list:
+    """The workflow's trajectories of ``packs`` (pack-major, ``data.repeats`` per pack); with several
+    processes each rolls out its block of packs and all get every trajectory (``host_rollouts``)."""
+    return rollout_on_hosts(self.workflow, self.backend, packs, int(self.cfg.data.repeats), self.cfg)
+
   # -- evaluation -------------------------------------------------------------------------------------
   def evaluate(self, tag: str | None = None) -> dict:
     """Evaluates the current parameters through the one evaluation path (``codjax.eval.runner``); writes
     ``eval/<tag>.json`` (``{"step", "results"}``), logs flat ``eval/<label>/<metric>`` values, prints the table."""
-    self.engine.update_weights(self.current_model())  # evaluate the current policy
-    results = evaluate_engine(self.cfg, self.engine, self.tokenizer, progress=bool(self.cfg.log.progress)).results
-    if self._engine_model is not None and self.cfg.rollout.sync_interval > 1:
-      self.engine.update_weights(self._engine_model)  # back to the (possibly stale) sampling policy
+    self.engine.update_weights(multihost.host_local_copy(self.current_model()))  # evaluate the current policy
     tag = tag or f"step_{self.step}"
-    os.makedirs(os.path.join(self.run_dir, "eval"), exist_ok=True)
-    with open(os.path.join(self.run_dir, "eval", f"{tag}.json"), "w") as f:
-      json.dump({"step": self.step, "results": results}, f, indent=2)
+    results = None
+    if multihost.is_primary():  # with several processes process 0 evaluates (its engine holds the policy too)
+      results = evaluate_engine(self.cfg, self.engine, self.tokenizer, progress=bool(self.cfg.log.progress)).results
+      os.makedirs(os.path.join(self.run_dir, "eval"), exist_ok=True)
+      with open(os.path.join(self.run_dir, "eval", f"{tag}.json"), "w") as f:
+        json.dump({"step": self.step, "results": results}, f, indent=2)
+    if multihost.process_count() > 1:
+      multihost.barrier("evaluate")
+      results = multihost.broadcast_json(results)
+    if self._engine_model is not None and self.cfg.rollout.sync_interval > 1:
+      # back to the (possibly stale) sampling policy
+      self.engine.update_weights(multihost.host_local_copy(self._engine_model))
     flat = {}
     for label, r in results.items():
       for name, v in r.items():
@@ -303,8 +328,9 @@ class Trainer:
         elif isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
           flat.update({f"eval/{label}/{name}/{k}": x for k, x in enumerate(v)})
     self.writer.write(self.step, flat)
-    print(f"\n[eval {tag}]\n" + self.workflow.table({f"{label} ({tag})": r for label, r in results.items()}),
-          flush=True)
+    if multihost.is_primary():
+      print(f"\n[eval {tag}]\n" + self.workflow.table({f"{label} ({tag})": r for label, r in results.items()}),
+            flush=True)
     return results
 
   def evaluate_baselines(self) -> dict:
@@ -317,6 +343,9 @@ class Trainer:
     from codjax.train.sft import scripted_policy
 
     cfg, out = self.cfg, {}
+    if not multihost.is_primary():  # scripted players: process 0 alone writes their files
+      multihost.barrier("baselines")
+      return out
     for kind in cfg.eval.baselines:
       frac = float(cfg.sft.expert_random_frac) if kind == "teacher" else 0.0
 
@@ -332,6 +361,7 @@ class Trainer:
     if out:
       print("\n[eval baselines]\n" + self.workflow.table({f"{label} ({kind})": r for kind, res in out.items()
                                                           for label, r in res.items()}), flush=True)
+    multihost.barrier("baselines")
     return out
 
   # -- the whole run ----------------------------------------------------------------------------------
@@ -341,7 +371,7 @@ class Trainer:
       self.evaluate_baselines()
     if cfg.eval.at_start and self.step == 0 and cfg.eval.num_packs:
       self.evaluate("start")
-    bar = Progress(cfg.total_steps, self.step, enabled=bool(cfg.log.progress))
+    bar = Progress(cfg.total_steps, self.step, enabled=bool(cfg.log.progress) and multihost.is_primary())
     while self.step < cfg.total_steps:
       m = self.train_step()
       if self.step % cfg.log.every == 0 or self.step == cfg.total_steps:
@@ -365,7 +395,7 @@ class Trainer:
     """Prints (and saves) the paired change of the evaluation from the start of RL to the end: the
     workflow's ``compare`` (CoD: mean solve reward per position; ORBIT: success count and per episode)."""
     start_path = os.path.join(self.run_dir, "eval", "start.json")
-    if not os.path.isfile(start_path):
+    if not multihost.is_primary() or not os.path.isfile(start_path):
       return
     start = json.load(open(start_path))["results"]
     rows = {}

@@ -28,9 +28,16 @@ class MetricWriter:
 
   ``keep_through`` (a resumed run): existing lines with ``step > keep_through`` are dropped first, because the
   run writes those steps again, so the file reads step for step as an uninterrupted run's (-1 drops every
-  line). TensorBoard event files are append-only: there, re-run steps appear twice."""
+  line). TensorBoard event files are append-only: there, re-run steps appear twice.
 
-  def __init__(self, run_dir: str, name: str = "metrics", tensorboard: bool = True, keep_through: int | None = None):
+  ``enabled=False`` (every process but process 0 of a multi-process run) writes nothing and touches no file."""
+
+  def __init__(self, run_dir: str, name: str = "metrics", tensorboard: bool = True, keep_through: int | None = None,
+               enabled: bool = True):
+    self.enabled = bool(enabled)
+    self._f = self._tb = None
+    if not self.enabled:
+      return
     os.makedirs(run_dir, exist_ok=True)
     self.path = os.path.join(run_dir, f"{name}.jsonl")
     if keep_through is not None:
@@ -43,6 +50,8 @@ class MetricWriter:
       self._tb = SummaryWriter(os.path.join(run_dir, "tb"), flush_secs=10)
 
   def write(self, step: int, metrics: dict[str, Any]) -> None:
+    if not self.enabled:
+      return
     row = {"step": int(step), "time": time.time(), **{k: _clean(v) for k, v in metrics.items()}}
     self._f.write(json.dumps(row) + "\n")
     if self._tb is not None:
@@ -51,7 +60,8 @@ class MetricWriter:
           self._tb.add_scalar(k, v, step)
 
   def close(self) -> None:
-    self._f.close()
+    if self._f is not None:
+      self._f.close()
     if self._tb is not None:
       self._tb.close()
 

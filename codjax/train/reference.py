@@ -28,7 +28,7 @@ from flax import nnx
 
 from codjax.parallel.mesh import batch_shards
 from codjax.rl.logprobs import shifted_token_logprobs
-from codjax.rl.train_step import batch_shardings
+from codjax.rl.train_step import batch_shardings, device_batch
 
 
 class FrozenPolicy:
@@ -75,9 +75,10 @@ class FrozenPolicy:
     shards = 1 if self.mesh is None else batch_shards(self.mesh)
     if num_chunks < 1 or rows % (num_chunks * shards):
       raise ValueError(f"{rows} batch rows cannot be split into {num_chunks} chunk(s) x {shards} shard(s)")
-    args = [jnp.asarray(batch[k]) for k in ("tokens", "positions", "segment_ids")]
-    logp = self._fn(int(num_chunks))(self.state, *args)
-    return logp * jnp.asarray(batch["loss_mask"], logp.dtype) if masked else logp
+    fields = ("tokens", "positions", "segment_ids") + (("loss_mask",) if masked else ())
+    args = device_batch({k: batch[k] for k in fields}, self.mesh)  # global arrays with several processes
+    logp = self._fn(int(num_chunks))(self.state, *(args[k] for k in fields[:3]))
+    return logp * args["loss_mask"].astype(logp.dtype) if masked else logp
 
 
 def _score(graphdef, temperature, vocab_chunks, num_chunks, state, tokens_bt, positions_bt, segment_ids_bt):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from codjax.agents.episode import PolicyBackend
@@ -22,7 +21,8 @@ from codjax.envs.experts import make_teacher
 from codjax.parallel.mesh import batch_shards
 from codjax.rl.batch import TrainSequence, assemble_batch, length_bucket
 from codjax.rl.losses import LossConfig
-from codjax.rl.train_step import OptimizerConfig, StepConfig, init_train_state, make_optimizer, make_train_step
+from codjax.rl.train_step import (OptimizerConfig, StepConfig, device_batch, init_train_state, make_optimizer,
+                                  make_train_step)
 from codjax.train.data import PackSampler
 from codjax.train.metrics import MetricWriter, Progress
 
@@ -120,7 +120,7 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
   shards = batch_shards(mesh)
   rng = np.random.default_rng(derive_seed(cfg.seed, 6))
   pos = 0
-  writer = MetricWriter(log_dir, name="sft", tensorboard=bool(cfg.log.tensorboard))
+  writer = MetricWriter(log_dir, name="sft", tensorboard=bool(cfg.log.tensorboard), enabled=jax.process_index() == 0)
   bar = Progress(int(s.steps), 0, enabled=bool(cfg.log.progress), desc="sft")
   t_train = time.perf_counter()
   tokens = 0
@@ -141,7 +141,7 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
     batch, bstats = assemble_batch(chunk, int(s.seq_len), pack=False, bucket_len=True, num_rows=num_rows)
     if step_fn is None:
       step_fn = make_train_step(graphdef, opt, step_cfg, state, mesh, batch_fields=tuple(sorted(batch)))
-    state, out = step_fn(state, {k: jnp.asarray(v) for k, v in batch.items()})
+    state, out = step_fn(state, device_batch(batch, mesh))
     tokens += bstats["tokens"]
     if (step + 1) % int(s.log_every) == 0 or step + 1 == int(s.steps):
       out = {k: float(v) for k, v in jax.device_get(out).items()}
