@@ -60,6 +60,7 @@ setup(
         "test": [
             "pytest>=8,<10",
             "pytest-timeout>=2.3,<3",
+            "pytest-xdist>=3.6,<4",  # pytest.ini: -n 2 --dist loadfile
             "hypothesis>=6.100,<7",
             # CPU build from the local wheel; plain `torch` pulls multi-GB CUDA wheels.
             "torch==2.13.0",
