@@ -28,6 +28,7 @@ _POLICIES: dict[str, tuple[str, str, str]] = {
     "pde_discovery": ("codjax.envs.pde.expert", "PdeExpert", "PdeRandom"),
     "optimal_control": ("codjax.envs.optimal_control.expert", "ControlExpert", "ControlRandom"),
     "grid_navigation": ("codjax.envs.grid_navigation.expert", "GridExpert", "GridRandom"),
+    "alfworld_synth": ("codjax.envs.household.expert", "HouseholdExpert", "HouseholdRandom"),
     **{game: (f"codjax.envs.games.oracles.{game}", "Expert", "Random")
        for game in ("rps", "minesweeper", "hangman", "wordle", "blackjack", "maze", "mastermind")},
 }

@@ -23,6 +23,7 @@ _LAZY: dict[str, str] = {
     "blackjack": "codjax.envs.games",
     "maze": "codjax.envs.games",
     "mastermind": "codjax.envs.games",
+    "alfworld_synth": "codjax.envs.household",
 }
 
 

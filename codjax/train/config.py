@@ -115,7 +115,7 @@ def env_entry(name: str, preset: str | None = None, proportion: float = 1.0, **p
 def base_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.name = "experiment"
-  c.workflow = "cod"  # cod | orbit (codjax.train.workflows)
+  c.workflow = "cod"  # cod | orbit | evoharness (codjax.train.workflows)
   c.seed = 0
   c.run_dir = "runs/experiment"
   c.total_steps = 100

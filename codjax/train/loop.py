@@ -99,6 +99,11 @@ class Trainer:
     if multihost.is_primary():  # run files: process 0 only (codjax.parallel.multihost)
       with open(os.path.join(self.run_dir, "config.json"), "w") as f:
         f.write(cfg.to_json_best_effort(indent=2))
+    self.workflow = get_workflow(str(cfg.workflow))
+    if hasattr(self.workflow, "prepare"):  # workflow state the rollouts read (EvoHarness: the initial bank)
+      if multihost.is_primary():
+        self.workflow.prepare(cfg)
+      multihost.barrier("workflow_prepare")
     m = cfg.model
     self.model_path = model_path or (ensure_model_dir(cfg) if m.path else "")
     over = model_compute_overrides(m)
@@ -136,7 +141,6 @@ class Trainer:
     self.backend = EngineBackend(self.engine, self.tokenizer, self.params, seed_by=seed_by,
                                  seed=int(cfg.seed) if seed_by == "episode" else None,
                                  max_prompt_tokens=int(r.max_prompt_tokens), template_kwargs=self.template_kwargs)
-    self.workflow = get_workflow(str(cfg.workflow))
     self.ckpt = Checkpointer(os.path.join(self.run_dir, "checkpoints"), int(cfg.checkpoint.max_to_keep))
     self.teachers = None
     if cfg.algorithm.loss == "opd":
@@ -194,6 +198,10 @@ class Trainer:
     self.step = int(meta["step"])
     self.last_sync = int(meta["last_sync"])
     self.sampler.restore(meta["sampler"])
+    if "workflow_state" in meta and hasattr(self.workflow, "load_state_dict"):
+      if multihost.is_primary():
+        self.workflow.load_state_dict(self.cfg, meta["workflow_state"])
+      multihost.barrier("workflow_restore")
     if got.engine is None:
       self.sync_weights()  # the next step would sync anyway
     else:
@@ -215,6 +223,9 @@ class Trainer:
 
   def save(self) -> None:
     meta = {"step": self.step, "last_sync": self.last_sync, "sampler": self.sampler.state(), "seed": self.cfg.seed}
+    if hasattr(self.workflow, "state_dict"):  # the workflow's own state (EvoHarness: the Experience bank)
+      meta["workflow_state"] = multihost.broadcast_json(
+          self.workflow.state_dict(self.cfg) if multihost.is_primary() else None)
     # the weights the engine samples from, when the next step would still use them: one orbax step holds
     # state, meta and these, so a restored step never pairs with another step's engine weights
     lags = self._engine_model is not None and self._engine_target(meta) is not None
@@ -283,6 +294,8 @@ class Trainer:
     t_train = time.perf_counter() - t1
     self.step += 1
     m = self.workflow.metrics(trajs)
+    if hasattr(self.workflow, "after_step"):  # between batches (EvoHarness: bank usage, u, consolidation)
+      m.update(self._after_step(trajs))
     m.update({f"train/{k}": v for k, v in out.items()})
     m.update({f"batch/{k}": v for k, v in bstats.items() if k != "layout"})
     m["red_temperature"] = float(temp) if temp is not None else 0.0
@@ -296,6 +309,29 @@ class Trainer:
     m["loss"] = out["loss"]
     m["staleness"] = float(self.step - 1 - self.last_sync)
     return m
+
+  def _after_step(self, trajs) -> dict:
+    """The workflow's ``after_step`` on process 0 (the others wait), with ``generate``: prompts -> replies of
+    the current sampling policy through the trainer's backend (an LLM consolidator that is the policy itself)."""
+    out = None
+    if multihost.is_primary():
+      out = self.workflow.after_step(trajs, self.cfg, self.step, generate=self.generate)
+    if multihost.process_count() > 1:
+      multihost.barrier("after_step")
+      out = multihost.broadcast_json(out)
+    return out
+
+  def generate(self, prompts: list[str]) -> list[str]:
+    """Single-turn replies of the current sampling policy to ``prompts`` (one user message each)."""
+    from codjax.agents.episode import Episode
+
+    eps = [Episode(kind="generate", position=i, env_name="generate", messages=[{"role": "user", "content": p}])
+           for i, p in enumerate(prompts)]
+    try:
+      return list(self.backend.respond(eps))
+    finally:
+      for e in eps:
+        self.backend.release(e)
 
   def rollout(self, packs) -> list:
     """The workflow's trajectories of ``packs`` (pack-major, ``data.repeats`` per pack); with several

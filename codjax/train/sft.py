@@ -50,8 +50,10 @@ def expert_transcripts(cfg, specs, tokenizer, num_packs: int, seed: int) -> tupl
                                 template_kwargs={"enable_thinking": bool(cfg.model.enable_thinking)})
     trajs = workflow.rollout(backend, env_packs, 1, cfg)
     rewards.append(workflow.metrics(trajs))
+    # a workflow may keep only some of a transcript (EvoHarness: the teacher's successful episodes, B.5)
+    episodes_of = getattr(workflow, "sft_episodes", lambda t: t.episodes())
     for t in trajs:
-      for ep in t.episodes():
+      for ep in episodes_of(t):
         stats["episodes"] += 1
         stats["truncated"] += int(ep.truncated)
         if ep.num_loss_tokens:
@@ -67,7 +69,12 @@ def configured_teacher(cfg, env_name: str, random_frac: float = 0.0):
   """``env_name``'s expert built with ``sft.teacher_params[env_name]`` (if any), with ``random_frac`` of its
   solve turns random: the one place SFT transcripts, the tiny tokenizer's corpus and ``evaluate.py
   --engine=expert`` get their teacher from."""
-  return make_teacher(env_name, random_frac, **dict(cfg.sft.teacher_params.get(env_name, {})))
+  params = dict(cfg.sft.teacher_params.get(env_name, {}))
+  if str(cfg.workflow) == "evoharness":  # the harness workflow's replies: the teacher that uses the harness
+    from codjax.agents.harness.teacher import make_harness_teacher
+
+    return make_harness_teacher(random_frac, **params)
+  return make_teacher(env_name, random_frac, **params)
 
 
 def scripted_policy(cfg, env_name: str, kind: str, random_frac: float = 0.0):
@@ -76,6 +83,10 @@ def scripted_policy(cfg, env_name: str, kind: str, random_frac: float = 0.0):
   ``--engine=expert|random``, the trainer's ``eval.baselines``)."""
   from codjax.envs.experts import make_policy
 
+  if kind == "random" and str(cfg.workflow) == "evoharness":  # the harness workflow's per-turn prompt
+    from codjax.agents.harness.teacher import HarnessRandom
+
+    return HarnessRandom()
   return make_policy(env_name, "random") if kind == "random" else configured_teacher(cfg, env_name, random_frac)
 
 
@@ -105,6 +116,10 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
   t0 = time.perf_counter()
   seqs, stats = expert_transcripts(cfg, specs, tokenizer, int(s.num_packs), derive_seed(cfg.seed, 5))
   stats["data_s"] = time.perf_counter() - t0
+  if not seqs:
+    raise ValueError(f"SFT has no transcripts: the teacher's {stats['episodes']} episodes on {s.num_packs} packs left no "
+                     f"training tokens (teacher metrics {stats['teacher_metrics']}); a workflow that keeps only "
+                     "successful episodes needs a teacher that succeeds within the environment's budget")
   tm = stats["teacher_metrics"]
   shown = {k: round(v, 3) for k, v in tm.items() if k.startswith(("reward/", "success/", "reward_mean"))}
   print(f"[sft] {len(seqs)} expert episodes, {stats['tokens']} tokens ({stats['loss_tokens']} targets), "

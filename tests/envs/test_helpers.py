@@ -101,7 +101,7 @@ def test_every_environment_is_a_package_of_one_shape():
     presets = importlib.import_module(f"{package}.presets").PRESETS
     for preset in presets:
       assert make(name, preset=preset).name == name
-  assert packages == {"frozenlake", "alchemy", "terminal", "pde", "optimal_control", "grid_navigation"}
+  assert packages == {"frozenlake", "alchemy", "terminal", "pde", "optimal_control", "grid_navigation", "household"}
   # beside the packages only the shared modules live at the top of envs/
   flat = {p.stem for p in root.glob("*.py")}
   assert flat == {"__init__", "base", "registry", "experts", "cod_protocol", "safe_expr", "datasets", "helpers"}
