@@ -66,7 +66,8 @@ setup(
     extras_require={
         "gpu": GPU,
         "household": HOUSEHOLD,
-        "test": HOUSEHOLD + [
+        "test": [
+            "alfworld==0.4.2",  # = HOUSEHOLD (written out: tests/test_gpu_extra.py reads these lists as literals)
             "pytest>=8,<10",
             "pytest-timeout>=2.3,<3",
             "pytest-xdist>=3.6,<4",  # pytest.ini: -n 2 --dist loadfile
