@@ -38,10 +38,10 @@ from typing import Any, Sequence
 
 from codjax.agents.cod import Pack
 from codjax.agents.episode import Backend, Episode, Workflow, episode_from_record, episode_record, run_repeats
+from codjax.agents.harness.actions import META_VERBS
 
 MODES = ("env_only", "always_on", "inline")
 MODULES = ("belief", "progress", "experience")
-META_VERBS = ("track", "commit", "recall", "note")
 CONSOLIDATORS = ("rule", "llm", "none")
 DIVERSITY = ("verb_ratio", "bpe_coverage")
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from codjax.agents.harness.actions import META_VERBS as VERBS
 from codjax.eval.stats import mean_se
 
 #: ALFWorld task families in the paper's table order, with its column names (B.6)
 FAMILY_COLUMNS = (("pick_and_place_simple", "Pick"), ("look_at_obj_in_light", "Look"),
                   ("pick_clean_then_place_in_recep", "Clean"), ("pick_heat_then_place_in_recep", "Heat"),
                   ("pick_cool_then_place_in_recep", "Cool"), ("pick_two_obj_and_place", "Pick2"))
-VERBS = ("track", "commit", "recall", "note")
 
 
 def _runs(trajs):

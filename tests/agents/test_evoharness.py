@@ -5,7 +5,6 @@ usage/notes/consolidation between batches, and packs whose tasks share a bank.""
 
 import json
 import math
-import random
 
 import numpy as np
 import pytest
@@ -297,7 +296,6 @@ def test_settings_are_validated():
   with pytest.raises(ValueError, match="consolidator"):
     evoharness_config(consolidator="oracle")
   assert settings_from_config(evoharness_config(modules=["belief"])).modules == ("belief",)
-  random.seed(0)
 
 
 def test_paper_and_evaluation_configs_follow_the_public_recipe():

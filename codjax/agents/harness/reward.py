@@ -27,7 +27,8 @@ import dataclasses
 import math
 from typing import Sequence
 
-META_VERBS = ("track", "commit", "recall", "note")
+from codjax.agents.harness.actions import META_VERBS, leading_verb, normalize  # noqa: F401  (re-exported)
+
 DIVERSITY_MODES = ("verb_ratio", "bpe_coverage")
 
 
@@ -80,12 +81,7 @@ class RewardTerms:
 
 
 def normalize_action(action: str) -> str:
-  return " ".join(action.split()).lower()
-
-
-def leading_verb(action: str) -> str:
-  head = normalize_action(action).split("[", 1)[0].split()
-  return head[0] if head else ""
+  return normalize(action)
 
 
 def diversity_weight(updates: int, config: RewardConfig) -> float:

@@ -35,7 +35,6 @@ from codjax.envs.experts import MixedPolicy, TextPolicy
 
 _QUOTED = re.compile(r"'([^']*)'")
 _HINT = re.compile(r"^- \[where\] (?P<o>[^:]+): check (?P<r>.+)$")
-_SEE = re.compile(r"you see (?P<list>.+?)\.(?:\s|$)")
 _APPLIANCE = {"pick_heat_then_place_in_recep": ("heat", "microwave"),
               "pick_cool_then_place_in_recep": ("cool", "fridge"),
               "pick_clean_then_place_in_recep": ("clean", "sinkbasin")}
@@ -104,14 +103,6 @@ class TurnView:
         out += [type_of(r) for r in re.split(r", then |, ", m.group("r").strip().rstrip("."))]
     return out
 
-  def env_since_take(self) -> list[str]:
-    """Environment commands of the history after the last ``take`` (all of them if none)."""
-    env = [h for h in self.history if not h.startswith(("commit [", "track [", "recall [", "note ["))]
-    for i in range(len(env) - 1, -1, -1):
-      if env[i].startswith("take "):
-        return env[i + 1:]
-    return env
-
 
 def _receptacle_words() -> frozenset[str]:
   """The printed words of the household's receptacle classes (``sinkbasin``, ``countertop``, ...)."""
@@ -123,15 +114,6 @@ def _receptacle_words() -> frozenset[str]:
 def _name_key(name: str):
   m = re.match(r"^(.*?)\s*(\d+)$", name)
   return (m.group(1), int(m.group(2))) if m else (name, 0)
-
-
-def _seen_here(view: TurnView) -> list[str]:
-  """Objects the observation lists at the current receptacle ("... you see a apple 1, and a mug 2.")."""
-  m = _SEE.search(view.observation)
-  if not m or m.group("list").strip() == "nothing":
-    return []
-  items = re.split(r",? and |, ", m.group("list"))
-  return [re.sub(r"^(?:a|an) ", "", i.strip()) for i in items if i.strip()]
 
 
 class HarnessTeacher(TextPolicy):
