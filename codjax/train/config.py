@@ -14,7 +14,9 @@ checks every field with a clear error (before any model is built), and the launc
   mesh       data / fsdp / tensor / expert axis sizes (-1 fills the rest; expert splits MoE expert weights and,
              like data and fsdp, the batch; a config block without it means expert=1)
   data       envs: {label: {name, preset, params, proportion}}; pack_size S; packing (cod | ralph_sample |
-             ralph_full); packs_per_step; repeats G; split seeds (n_train, n_test, split_seed)
+             ralph_full); packs_per_step; repeats G; split seeds (n_train, n_test, split_seed); lineages
+             (dir of evolved lineage files: when set, training packs come from them through the scheduler
+             el | random, tau, stuck_limit; codjax.evolve.task_source; data.envs then only feed evaluation)
   cod        use_hints, hint_penalty c, response_limit (soft instruction, tokens; 0 = none), protocol
              (full | compact prompt wording; the markers are the same)
   rollout    engine (jax | vllm); temperature, top_p, top_k; max_response_tokens; max_prompt_tokens;
@@ -129,7 +131,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1, expert=1))
   c.data = ml_collections.ConfigDict(dict(
       envs={"main": env_entry("frozenlake_obscure", "train")}, pack_size=4, packing="cod", packs_per_step=4,
-      repeats=8, n_train=50_000, n_test=4_000, split_seed=42))
+      repeats=8, n_train=50_000, n_test=4_000, split_seed=42,
+      lineages=dict(dir="", scheduler="el", tau=0.75, stuck_limit=0)))
   c.cod = ml_collections.ConfigDict(dict(use_hints=True, hint_penalty=0.1, response_limit=0, protocol="full"))
   c.rollout = ml_collections.ConfigDict(dict(
       engine="jax", temperature=1.0, top_p=1.0, top_k=0, max_response_tokens=256, max_prompt_tokens=4096,
@@ -285,6 +288,15 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(c.algorithm.advantage != "cod" or d.repeats >= 2 or c.total_steps == 0,
        "data.repeats must be >= 2 for the CoD group baseline")
   _req(d.n_train >= d.pack_size and d.n_test >= 0, "data.n_train must be >= pack_size and n_test >= 0")
+  if "lineages" in d:  # evolved lineages as the training task source (codjax.evolve.task_source)
+    li = d.lineages
+    _req(isinstance(li.dir, str), f"data.lineages.dir must be a string, got {li.dir!r}")
+    _req(li.scheduler in ("el", "random"), f"data.lineages.scheduler must be 'el' or 'random', got {li.scheduler!r}")
+    _req(isinstance(li.tau, (int, float)) and not isinstance(li.tau, bool) and 0.0 <= li.tau < 1.0,
+         f"data.lineages.tau must be a number in [0, 1), got {li.tau!r}")
+    _req(isinstance(li.stuck_limit, int) and not isinstance(li.stuck_limit, bool) and li.stuck_limit >= 0,
+         f"data.lineages.stuck_limit must be an int >= 0, got {li.stuck_limit!r}")
+    _req(not li.dir or d.packing == "cod", "data.lineages needs data.packing='cod' (one pack per environment)")
   cd = c.cod
   _req(cd.hint_penalty >= 0, f"cod.hint_penalty must be >= 0, got {cd.hint_penalty}")
   _req(cd.response_limit >= 0, "cod.response_limit must be >= 0 (0 = no instruction)")

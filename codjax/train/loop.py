@@ -46,6 +46,21 @@ from codjax.train.reference import build_reference
 from codjax.train.workflows import get_workflow
 
 
+def make_task_source(cfg, specs):
+  """The training packs' source: the configured environments' pack stream, or evolved lineages through the
+  Evolution-Lineage (or random) scheduler when ``data.lineages.dir`` is set (``codjax.evolve.task_source``)."""
+  d = cfg.data
+  if "lineages" in d and d.lineages.dir:
+    from codjax.evolve.lineage import load_lineages
+    from codjax.evolve.task_source import LineageTaskSource
+
+    li = d.lineages
+    return LineageTaskSource(load_lineages(str(li.dir)), scheduler=str(li.scheduler), pack_size=int(d.pack_size),
+                             tau=float(li.tau), stuck_limit=int(li.stuck_limit), seed=int(cfg.seed))
+  return PackSampler(specs, int(d.pack_size), str(d.packing), int(cfg.seed), int(d.n_train), int(d.n_test),
+                     int(d.split_seed))
+
+
 def episodes_to_sequences(scored) -> tuple[list[TrainSequence], list]:
   """Training sequences of the episodes with loss tokens, and those episodes (same order)."""
   kept = [(ep, score) for ep, score in scored if ep.num_loss_tokens > 0]
@@ -124,9 +139,7 @@ class Trainer:
     self.step_cfg = step_config(cfg)
     self._step_fns: dict[tuple, object] = {}
     self.specs = env_specs(cfg.data.envs)
-    d = cfg.data
-    self.sampler = PackSampler(self.specs, int(d.pack_size), str(d.packing), int(cfg.seed), int(d.n_train),
-                               int(d.n_test), int(d.split_seed))
+    self.sampler = make_task_source(cfg, self.specs)
     # with several processes each one samples its share of the packs on its own devices (local mesh)
     self.engine = build_engine(cfg.rollout, multihost.host_local_copy(self.model), self.model_path,
                                self.mesh if multihost.process_count() == 1 else multihost.local_mesh(cfg.mesh),
@@ -294,6 +307,8 @@ class Trainer:
     t_train = time.perf_counter() - t1
     self.step += 1
     m = self.workflow.metrics(trajs)
+    if hasattr(self.sampler, "observe"):  # evolved lineages: pass rates -> the scheduler (Eq. 2)
+      m.update(self.sampler.observe(packs, trajs))
     if hasattr(self.workflow, "after_step"):  # between batches (EvoHarness: bank usage, u, consolidation)
       m.update(self._after_step(trajs))
     m.update({f"train/{k}": v for k, v in out.items()})

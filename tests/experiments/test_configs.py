@@ -58,11 +58,23 @@ PAPER_8B_TRAIN = ["cod_frozenlake_qwen3_8b", "cod_mixed_qwen3_8b", "alchemy_abla
 PAPER_8B_EVAL = ["eval_frozenlake_hard", "eval_alchemy_easy", "eval_alchemy_hard", "eval_terminal"]
 PAPER_27B = ["pde_discovery_qwen3_6_27b", "optimal_control_qwen3_6_27b", "grid_navigation_qwen3_6_27b",
              "pde_control_grid_opd_qwen3_6_27b", "eval_science_qwen3_6_27b"]
+PAPER_EVOLUTION = ["evolve_terminal_qwen3_6_27b", "evolve_terminal_qwen3_6_35b_a3b"]  # issue 20
 
 
 def test_the_issue_s_experiments_exist():
   assert set(PAPER_8B_TRAIN + PAPER_8B_EVAL + PAPER_27B + ["tiny_cod_frozenlake"]) <= set(KNOWN)
-  assert {s for s in STEMS if "27b" in s} == set(PAPER_27B)
+  assert {s for s in STEMS if "27b" in s} == set(PAPER_27B) | {PAPER_EVOLUTION[0]}
+  assert set(PAPER_EVOLUTION) <= set(KNOWN)
+
+
+@pytest.mark.parametrize("stem", PAPER_EVOLUTION)
+def test_evolution_paper_configs_cite_the_paper_s_values(stem):
+  c = validate(config(stem))
+  assert c.total_steps == 200 and c.data.repeats == 8 and c.data.lineages.scheduler == "el"
+  assert c.data.lineages.tau == 0.75 and c.rollout.sync_interval - 1 == 5  # staleness bound 5
+  assert (c.rollout.temperature, c.rollout.top_p, c.rollout.top_k) == (1.0, 0.95, 20)
+  assert c.model.arch == {"evolve_terminal_qwen3_6_27b": "qwen3.6-27b",
+                          "evolve_terminal_qwen3_6_35b_a3b": "qwen3.6-35b-a3b"}[stem]
 
 
 @pytest.mark.parametrize("stem", STEMS)

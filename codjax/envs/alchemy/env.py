@@ -12,8 +12,10 @@ Targets: the non-noise elements of tiers >= 1 that are *reachable* (every elemen
 recipe) within the round limit; ``num_tasks`` draws pick a tier with weight (tier + 1) among non-exhausted tiers
 and an element of it without replacement; the list is shuffled and task i gets ``targets[i mod len]``. (The
 reference draws from all non-noise elements; restricting to solvable ones is codjax's choice so every task can
-be won.) A task seed that already occurred earlier in the pack reuses that position's target, so Ralph packs
-(one seed S times) repeat one task.
+be won.) ``min_target_tier`` (default 1, the reference) keeps only targets of that tier or above (environment
+evolution's recipe depth, orbit_evo.md C.5); a pack without any target raises ValueError. A task seed that
+already occurred earlier in the pack reuses that position's target, so Ralph packs (one seed S times) repeat
+one task.
 
 Solution and inventory: each element's solution uses its first recipe whose inputs are reachable. Unlimited
 mode starts with one of each tier-0 element and needs one round per distinct crafted element; limited mode
@@ -74,6 +76,7 @@ class AlchemyConfig:
   scope: str = "per_pack"
   show_tiers: bool = True
   length_penalty_coef: float = 0.1
+  min_target_tier: int = 1
 
   def __post_init__(self):
     check_int("min_num_tiers", self.min_num_tiers, 2)
@@ -106,6 +109,7 @@ class AlchemyConfig:
     c = self.length_penalty_coef
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.0 <= c <= 1.0:
       raise ValueError(f"length_penalty_coef must be a number in [0, 1], got {c!r}")
+    check_int("min_target_tier", self.min_target_tier, 1, self.max_num_tiers - 1)
 
 
 # --------------------------------------------------------------------------------------------- graph
@@ -245,7 +249,7 @@ def valid_targets(graph: Graph, cfg: AlchemyConfig) -> dict[int, list[str]]:
   limited = cfg.material_mode == "limited"
   out: dict[int, list[str]] = {}
   for t, elems in enumerate(graph.tiers):
-    if t == 0:
+    if t < cfg.min_target_tier:
       continue
     ok = [e for e in elems if e not in graph.noise and e in chosen
           and rounds_needed(e, chosen, limited) <= cfg.max_rounds]
@@ -456,6 +460,9 @@ class AlchemyFamily(EnvFamily):
     rng = random.Random(pack_seed)
     graph = generate_graph(rng, self.cfg)
     targets = select_targets(rng, valid_targets(graph, self.cfg), num_tasks)
+    if not targets:
+      raise ValueError(f"pack seed {pack_seed}: no reachable target at tier >= {self.cfg.min_target_tier} "
+                       f"within {self.cfg.max_rounds} rounds")
     return graph, targets
 
   def _task_graph(self, task_seed: int) -> tuple[Graph, str]:
@@ -463,6 +470,9 @@ class AlchemyFamily(EnvFamily):
     rng = random.Random(task_seed)
     graph = generate_graph(rng, self.cfg)
     groups = valid_targets(graph, self.cfg)
+    if not groups:
+      raise ValueError(f"task seed {task_seed}: no reachable target at tier >= {self.cfg.min_target_tier} "
+                       f"within {self.cfg.max_rounds} rounds")
     return graph, rng.choice(groups[max(groups)])
 
   def sample_pack(self, pack_seed: int, num_tasks: int, task_seeds: Sequence[int] | None = None) -> list[TaskEnv]:

@@ -13,6 +13,9 @@ stream as gymnasium's ``seeding.np_random``) draw a board of ice/holes with P(ic
 (distinct), and accept the board when a depth-first search from the start with a visited set, pruning nodes
 with ``steps > env_max_steps``, pops a cell adjacent to the goal. Every accepted map therefore has a path of at
 most ``env_max_steps + 1`` moves. The side and p of a task are drawn from ``random.Random(task_seed)``.
+Two shaping knobs (0 = off, the reference generator) serve environment evolution (orbit_evo.md C.5): an accepted
+board must also have a shortest path of at least ``min_path`` moves and one at least ``min_detour`` moves longer
+than the start-goal Manhattan distance (holes force a bend); rejected boards draw again from the same stream.
 
 Mapping modes: ``per_pack`` (default) uses ``random.Random(pack_seed).shuffle(["Down","Right","Up","Left"])`` and
 ``Direction k = list[k-1]``, shared by every task of the pack; ``per_task`` does the same with the task seed;
@@ -56,6 +59,7 @@ PARSE_ERROR_FEEDBACK = ("Invalid format: could not parse action. Expected format
 _ACTION_RE = re.compile(r"[Dd]irection\s+(\d+)")
 _HINT_PAIR_RE = re.compile(r"\b([1-4])\s*=\s*(up|down|left|right)\b", re.IGNORECASE)
 _HINT_SLOT_RE = re.compile(r"\b(up|down|left|right)\s*=\s*([1-4])\b", re.IGNORECASE)
+_MAX_SHAPED_ATTEMPTS = 20000
 
 _SYSTEM_FULL = """\
 You are playing FrozenLake-Obscure. Walk from your position (P) to the goal (G) on a grid without falling into a hole.
@@ -122,6 +126,8 @@ class FrozenLakeConfig:
   feedback_style: str = "coordinates"
   text_style: str = "full"
   length_penalty_coef: float = 0.1
+  min_path: int = 0
+  min_detour: int = 0
 
   def __post_init__(self):
     check_int("min_size", self.min_size, 2)
@@ -156,6 +162,8 @@ class FrozenLakeConfig:
     c = self.length_penalty_coef
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.0 <= c <= 1.0:
       raise ValueError(f"length_penalty_coef must be a number in [0, 1], got {c!r}")
+    check_int("min_path", self.min_path, 0, 4 * 32 * 32)
+    check_int("min_detour", self.min_detour, 0, 4 * 32 * 32)
 
 
 # --------------------------------------------------------------------------------------------- maps
@@ -182,10 +190,16 @@ def _dfs_valid(board: list[list[str]], start: tuple[int, int], max_steps: int) -
 
 
 @functools.lru_cache(maxsize=4096)
-def generate_map(size: int, p: float, seed: int, max_steps: int) -> tuple[str, ...]:
-  """Rows of 'S'/'F'/'H'/'G' drawn as the reference generator does (module docstring)."""
+def generate_map(size: int, p: float, seed: int, max_steps: int, min_path: int = 0, min_detour: int = 0
+                 ) -> tuple[str, ...]:
+  """Rows of 'S'/'F'/'H'/'G' drawn as the reference generator does (module docstring). With ``min_path`` or
+  ``min_detour`` set, a valid board is also rejected (and the next one drawn from the same stream) unless its
+  shortest path has at least ``min_path`` moves and exceeds the start-goal Manhattan distance by at least
+  ``min_detour``; ValueError when no board qualifies within ``_MAX_SHAPED_ATTEMPTS`` draws."""
   rng = np.random.default_rng(seed)
   p = min(1.0, p)
+  shaped = min_path > 0 or min_detour > 0
+  attempts = 0
   while True:
     board = rng.choice(["F", "H"], (size, size), p=[p, 1 - p]).tolist()
     while True:
@@ -195,7 +209,16 @@ def generate_map(size: int, p: float, seed: int, max_steps: int) -> tuple[str, .
     board[sr][sc] = "S"
     board[gr][gc] = "G"
     if _dfs_valid(board, (sr, sc), max_steps):
-      return tuple("".join(row) for row in board)
+      if not shaped:
+        return tuple("".join(row) for row in board)
+      rows = tuple("".join(row) for row in board)
+      sp = shortest_path_length(rows, (sr, sc), (gr, gc))
+      if sp is not None and sp >= min_path and sp - abs(sr - gr) - abs(sc - gc) >= min_detour:
+        return rows
+    attempts += 1
+    if shaped and attempts >= _MAX_SHAPED_ATTEMPTS:
+      raise ValueError(f"no {size}x{size} map with a shortest path >= {min_path} and a detour >= {min_detour} "
+                       f"in {_MAX_SHAPED_ATTEMPTS} draws (p={p:.2f}, seed {seed})")
 
 
 def shortest_path_length(rows: Sequence[str], start: tuple[int, int], goal: tuple[int, int]) -> int | None:
@@ -237,7 +260,7 @@ def task_instance(cfg: FrozenLakeConfig, task_seed: int, mapping: dict[int, str]
   r = random.Random(task_seed)
   size = r.randint(cfg.min_size, cfg.max_size)
   p = r.uniform(cfg.min_p, cfg.max_p)
-  rows = generate_map(size, p, task_seed, cfg.env_max_steps)
+  rows = generate_map(size, p, task_seed, cfg.env_max_steps, cfg.min_path, cfg.min_detour)
   start = next((i, row.index("S")) for i, row in enumerate(rows) if "S" in row)
   goal = next((i, row.index("G")) for i, row in enumerate(rows) if "G" in row)
   if cfg.agent_max_steps is not None:

@@ -55,10 +55,19 @@ class BlackjackConfig:
   max_turns: int = 4
   dealer_min: int = 17
   faithful: bool = True
+  # environment evolution (orbit_evo.md C.5, "lower starting hands"): the deal is also reshuffled while the
+  # player's two-card total exceeds ``player_max`` or the dealer's exceeds ``dealer_max``, at most ``shuffles``
+  # times; 21, 21 and 50 keep the deal above
+  player_max: int = 21
+  dealer_max: int = 21
+  shuffles: int = 50
 
   def __post_init__(self):
     helpers.check_int("max_turns", self.max_turns, 1, 48)
+    helpers.check_int("player_max", self.player_max, 4, 21)
+    helpers.check_int("shuffles", self.shuffles, 1, 100_000)
     helpers.check_int("dealer_min", self.dealer_min, 2, 21)
+    helpers.check_int("dealer_max", self.dealer_max, self.dealer_min, 21)
     helpers.check_bool("faithful", self.faithful)
 
 
@@ -73,8 +82,8 @@ def make_instance(cfg: BlackjackConfig, pack_seed: int) -> BlackjackInstance:
   rng = random.Random(derive_seed(pack_seed, _SALT))
   deck = list(DECK_VALUES)
   rng.shuffle(deck)
-  for _ in range(50):
-    if hand_total(deck[:2]) >= cfg.dealer_min:
+  for _ in range(cfg.shuffles):
+    if cfg.dealer_min <= hand_total(deck[:2]) <= cfg.dealer_max and hand_total(deck[2:4]) <= cfg.player_max:
       break
     rng.shuffle(deck)
   return BlackjackInstance(dealer=(deck[0], deck[1]), player=(deck[2], deck[3]), deck=tuple(deck[4:]))

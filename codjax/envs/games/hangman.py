@@ -37,11 +37,17 @@ class HangmanConfig:
   word_length: int = 3
   max_turns: int = 10
   faithful: bool = True
+  # secret-pool knobs of environment evolution (orbit_evo.md C.5; words.pool); the defaults draw from the
+  # whole vocabulary exactly as before
+  category: str = "all"
+  min_rare: int = 0
+  min_repeats: int = 0
 
   def __post_init__(self):
     helpers.check_int("word_length", self.word_length, 2, 12)
     if not words.vocabulary(self.word_length):
       raise ValueError(f"no words of length {self.word_length} in the vocabulary")
+    words.secret_pool_args(self.category, self.min_rare, self.min_repeats, self.word_length)
     helpers.check_int("max_turns", self.max_turns, 1, 100)
     helpers.check_bool("faithful", self.faithful)
 
@@ -53,7 +59,11 @@ class HangmanInstance:
 
 def make_instance(cfg: HangmanConfig, pack_seed: int) -> HangmanInstance:
   rng = random.Random(derive_seed(pack_seed, _SALT))
-  return HangmanInstance(secret=rng.choice(words.vocabulary(cfg.word_length)))
+  return HangmanInstance(secret=rng.choice(_secret_pool(cfg)))
+
+
+def _secret_pool(cfg: HangmanConfig) -> tuple[str, ...]:
+  return words.pool(cfg.word_length, cfg.category, cfg.min_rare, cfg.min_repeats)
 
 
 class HangmanTask(common.GemTask):
@@ -75,7 +85,8 @@ class HangmanTask(common.GemTask):
     win = ("You win only by guessing the whole word." if c.faithful else
            "You win by guessing the whole word or by revealing all of its letters.")
     return (f"{common.title(self.game)}\n"
-            f"Find the secret {c.word_length}-letter word. Hidden letters are shown as '_'.\n"
+            f"Find the secret {c.word_length}-letter word.{words.category_line(c.category)} Hidden letters are "
+            "shown as '_'.\n"
             "Each turn, either guess one letter, for example \\boxed{E}, or guess the whole word, for example "
             f"\\boxed{{{'A' * c.word_length}}}. A letter in the word is revealed at every position where it "
             f"appears. {win} You have {c.max_turns} turns, one guess per turn.")

@@ -59,6 +59,11 @@ class MazeConfig:
   max_path: int = 8
   shapes: tuple[tuple[int, int], ...] = SHAPES
   text: str = "full"  # "full" | "compact" (module docstring)
+  # environment evolution (orbit_evo.md C.5): the probability of a single carve per growth pick (step 3; lower
+  # gives a bushier tree with more junctions and dead ends) and extra loop openings on top of the generator's
+  # own count (step 5); 0.7 and 0 leave the generator exactly as described above
+  single_carve: float = 0.7
+  loops: int = 0
 
   def __post_init__(self):
     if self.text not in TEXTS:
@@ -66,6 +71,8 @@ class MazeConfig:
     helpers.check_int("max_turns", self.max_turns, 1, 1000)
     helpers.check_int("min_path", self.min_path, 1, 200)
     helpers.check_int("max_path", self.max_path, self.min_path, 200)
+    helpers.check_prob("single_carve", self.single_carve)
+    helpers.check_int("loops", self.loops, 0, 50)
     shapes = tuple(tuple(s) for s in self.shapes) if isinstance(self.shapes, (list, tuple)) else None
     if not shapes or any(len(s) != 2 for s in shapes):
       raise ValueError(f"shapes must be a non-empty list of (width, height) pairs, got {self.shapes!r}")
@@ -105,7 +112,7 @@ def bfs(open_cells: set[Cell], start: Cell) -> dict[Cell, int]:
   return dist
 
 
-def _attempt(seed: int, shapes: tuple[tuple[int, int], ...]) -> MazeInstance:
+def _attempt(seed: int, shapes: tuple[tuple[int, int], ...], single_carve: float = 0.7, loops: int = 0) -> MazeInstance:
   """One run of generator steps 1-7 (module docstring)."""
   rng = random.Random(seed)
   width, height = rng.choice(shapes)
@@ -127,7 +134,7 @@ def _attempt(seed: int, shapes: tuple[tuple[int, int], ...]) -> MazeInstance:
     i = rng.randrange(len(front))
     dirs = list(DIRS.values())
     rng.shuffle(dirs)
-    branches = 1 if rng.random() < 0.7 else 2
+    branches = 1 if rng.random() < single_carve else 2
     carved = 0
     for dr, dc in dirs:
       n = (front[i][0] + dr, front[i][1] + dc)
@@ -154,7 +161,7 @@ def _attempt(seed: int, shapes: tuple[tuple[int, int], ...]) -> MazeInstance:
         cur = rng.choice(options)
         opened.add(cur)
   loop_rng = random.Random(derive_seed(seed, 42))  # 5. loops
-  for _ in range(loop_rng.randint(2, max(3, height * width // 30))):
+  for _ in range(loop_rng.randint(2, max(3, height * width // 30)) + loops):
     for _ in range(100):
       cell = (loop_rng.randint(1, height - 2), loop_rng.randint(1, width - 2))
       if cell not in opened and open_count(cell) == 2:
@@ -179,10 +186,11 @@ def _attempt(seed: int, shapes: tuple[tuple[int, int], ...]) -> MazeInstance:
 
 
 @functools.lru_cache(maxsize=8192)
-def generate(pack_seed: int, shapes: tuple[tuple[int, int], ...], min_path: int, max_path: int) -> MazeInstance:
+def generate(pack_seed: int, shapes: tuple[tuple[int, int], ...], min_path: int, max_path: int,
+             single_carve: float = 0.7, loops: int = 0) -> MazeInstance:
   """The maze of a pack: the first attempt whose shortest start-goal path lies in [min_path, max_path]."""
   for attempt in range(1000):
-    inst = _attempt(derive_seed(pack_seed, _SALT, attempt), shapes)
+    inst = _attempt(derive_seed(pack_seed, _SALT, attempt), shapes, single_carve, loops)
     if min_path <= inst.shortest <= max_path:
       return inst
   raise ValueError(f"no maze with a shortest path in [{min_path}, {max_path}] in 1000 attempts "
@@ -190,7 +198,7 @@ def generate(pack_seed: int, shapes: tuple[tuple[int, int], ...], min_path: int,
 
 
 def make_instance(cfg: MazeConfig, pack_seed: int) -> MazeInstance:
-  return generate(pack_seed, cfg.shapes, cfg.min_path, cfg.max_path)
+  return generate(pack_seed, cfg.shapes, cfg.min_path, cfg.max_path, cfg.single_carve, cfg.loops)
 
 
 def surroundings(inst: MazeInstance, cell: Cell) -> str:

@@ -52,11 +52,17 @@ class WordleConfig:
   word_length: int = 5
   max_turns: int = 10
   faithful: bool = True
+  # secret-pool knobs of environment evolution (orbit_evo.md C.5; words.pool); the defaults draw from the
+  # whole vocabulary exactly as before
+  category: str = "all"
+  min_rare: int = 0
+  min_repeats: int = 0
 
   def __post_init__(self):
     helpers.check_int("word_length", self.word_length, 2, 12)
     if not words.vocabulary(self.word_length):
       raise ValueError(f"no words of length {self.word_length} in the vocabulary")
+    words.secret_pool_args(self.category, self.min_rare, self.min_repeats, self.word_length)
     helpers.check_int("max_turns", self.max_turns, 1, 100)
     helpers.check_bool("faithful", self.faithful)
 
@@ -70,7 +76,8 @@ class WordleInstance:
 def make_instance(cfg: WordleConfig, pack_seed: int) -> WordleInstance:
   rng = random.Random(derive_seed(pack_seed, _SALT))
   vocab = words.vocabulary(cfg.word_length)
-  return WordleInstance(secret=rng.choice(vocab), example=rng.choice(vocab))
+  secrets = words.pool(cfg.word_length, cfg.category, cfg.min_rare, cfg.min_repeats)
+  return WordleInstance(secret=rng.choice(secrets), example=rng.choice(vocab))
 
 
 class WordleTask(common.GemTask):
@@ -91,7 +98,8 @@ class WordleTask(common.GemTask):
     c = self.cfg
     dictionary = "" if c.faithful else " Only words from the game's word list are accepted."
     return (f"{common.title(self.game)}\n"
-            f"Find the secret {c.word_length}-letter word within {c.max_turns} turns.{dictionary}\n"
+            f"Find the secret {c.word_length}-letter word within {c.max_turns} turns."
+            f"{words.category_line(c.category)}{dictionary}\n"
             "After each guess you get one mark per letter:\n"
             "  - G (green): the letter is in the word at this position\n"
             "  - Y (yellow): the letter is in the word at another position\n"

@@ -22,6 +22,11 @@ import functools
 import importlib.resources
 
 _LISTS = ("nounlist.txt", "adjectivelist.txt", "verblist.txt")
+#: word categories of ``pool`` ("all" is ``vocabulary``; the others are one wonderwords list each)
+CATEGORIES = {"all": _LISTS, "noun": ("nounlist.txt",), "adjective": ("adjectivelist.txt",),
+              "verb": ("verblist.txt",)}
+#: the rarest letters of English text (the evolution's "rare letter" skill, orbit_evo.md C.5)
+RARE_LETTERS = "JQXZKV"
 
 
 def _asset_words(name: str) -> list[str]:
@@ -29,13 +34,46 @@ def _asset_words(name: str) -> list[str]:
 
 
 @functools.cache
-def vocabulary(length: int) -> tuple[str, ...]:
-  """Sorted upper-case words of ``length`` letters (see module docstring); empty when none exist."""
+def vocabulary(length: int, category: str = "all") -> tuple[str, ...]:
+  """Sorted upper-case words of ``length`` letters (see module docstring); empty when none exist.
+  ``category`` keeps the words of one list of ``CATEGORIES`` (still inside the full vocabulary)."""
+  if category not in CATEGORIES:
+    raise ValueError(f"word category must be one of {sorted(CATEGORIES)}, got {category!r}")
   banned = {w.strip().lower() for w in _asset_words("profanitylist.txt")}
   words = set()
-  for name in _LISTS:
+  for name in CATEGORIES[category]:
     for w in _asset_words(name):
       w = w.strip()
       if len(w) == length and w.isascii() and w.isalpha() and w.islower() and w not in banned:
         words.add(w.upper())
   return tuple(sorted(words))
+
+
+@functools.cache
+def pool(length: int, category: str = "all", min_rare: int = 0, min_repeats: int = 0) -> tuple[str, ...]:
+  """The secret pool of an evolved Hangman/Wordle (orbit_evo.md C.5): words of ``vocabulary(length, category)``
+  holding at least ``min_rare`` letters of ``RARE_LETTERS`` (counted with repetition) and at least
+  ``min_repeats`` repeated letters (length minus distinct letters). The defaults give ``vocabulary(length)``."""
+  return tuple(w for w in vocabulary(length, category)
+               if sum(ch in RARE_LETTERS for ch in w) >= min_rare and len(w) - len(set(w)) >= min_repeats)
+
+
+def secret_pool_args(category: str, min_rare: int, min_repeats: int, length: int) -> None:
+  """Validates the secret-pool knobs of a Hangman/Wordle config (ValueError when the pool is empty)."""
+  from codjax.envs import helpers
+
+  if category not in CATEGORIES:
+    raise ValueError(f"category must be one of {sorted(CATEGORIES)}, got {category!r}")
+  helpers.check_int("min_rare", min_rare, 0, length)
+  helpers.check_int("min_repeats", min_repeats, 0, length - 1)
+  if not pool(length, category, min_rare, min_repeats):
+    raise ValueError(f"no {length}-letter {category} word with at least {min_rare} rare letter(s) and "
+                     f"{min_repeats} repeated letter(s)")
+
+
+def category_line(category: str) -> str:
+  """The instruction sentence naming a non-default category ('' for "all")."""
+  if category == "all":
+    return ""
+  article = "an" if category[0] in "aeiou" else "a"
+  return f" The secret word is {article} {category}."

@@ -20,6 +20,9 @@ more instances of the scene's object classes (at most 3 per class, ``MAX_NUM_OF_
 lamp of each lamp class of the scene on a lamp surface. Each instance goes to a receptacle whose class may
 hold it (``VAL_RECEPTACLE_OBJECTS``). Houses without a feasible goal are redrawn.
 
+``rooms`` (default None: all four) restricts houses to scenes of those room types (environment evolution's
+scenario novelty, orbit_evo.md C.5); a lead family no given room allows draws the house again.
+
 Goals (one per task, from ``task_seed``). A family is drawn among the configured ones feasible in the house,
 with weight 1 / (number of room types that allow it): with the lead-family room draw this makes the six
 families about equally frequent overall (each 1/6 when all are configured). Then a goal is drawn among the
@@ -77,6 +80,7 @@ class HouseholdConfig:
   max_receptacles: int = 25
   min_distractors: int = 4
   max_distractors: int = 12
+  rooms: tuple[str, ...] | None = None  # None: every room type (the reference); else houses only of these
 
   def __post_init__(self):
     if self.split not in SPLITS:
@@ -94,6 +98,17 @@ class HouseholdConfig:
     check_int("max_receptacles", self.max_receptacles, self.min_receptacles, 60)
     check_int("min_distractors", self.min_distractors, 0, 60)
     check_int("max_distractors", self.max_distractors, self.min_distractors, 60)
+    if self.rooms is not None:
+      rooms = self.rooms
+      if isinstance(rooms, str) or not isinstance(rooms, (tuple, list)):
+        raise ValueError(f"rooms must be None or a list of room types, got {rooms!r}")
+      rooms = tuple(rooms)
+      if not rooms or any(r not in ROOMS for r in rooms) or len(set(rooms)) != len(rooms):
+        raise ValueError(f"rooms must be a non-empty subset of {ROOMS} without repeats, got {list(rooms)}")
+      object.__setattr__(self, "rooms", rooms)
+      voc = vocabulary()
+      if not any(set(rooms) & voc.rooms_for(f) for f in self.families):
+        raise ValueError(f"no configured family {list(self.families)} is possible in rooms {list(rooms)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,7 +239,8 @@ def _scene_allows(scene: int, family: str, min_receptacles: int, max_receptacles
 def _draw_house(cfg: HouseholdConfig, rng: random.Random) -> House | None:
   voc = vocabulary()
   lead = rng.choice(cfg.families)
-  scenes = [n for n in split_scenes(cfg.split) if _scene_allows(n, lead, cfg.min_receptacles, cfg.max_receptacles)]
+  scenes = [n for n in split_scenes(cfg.split) if _scene_allows(n, lead, cfg.min_receptacles, cfg.max_receptacles)
+            and (cfg.rooms is None or voc.scenes[n].room in cfg.rooms)]
   if not scenes:
     return None
   info = voc.scenes[rng.choice(scenes)]

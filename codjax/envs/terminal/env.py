@@ -8,7 +8,8 @@ length penalty). Observations: ``Step k/N``, the previous command's output (from
 of the current machine (``user@localhost:~$``, ``user@MacBook ~ %``, ``C:\\Users\\user>``, or the remote's).
 
 Packs hold independent tasks (no hidden pack structure: what transfers is command knowledge). Presets are in
-``presets.py``.
+``presets.py``. With ``task_data`` (an explicit task as JSON data, ``data.py``; default None) every task of every
+pack is that one task instead of a generated one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from codjax.envs.cod_protocol import extract_answer
 from codjax.envs.helpers import check_int, config_from_preset, pack_args
 from codjax.envs.registry import register
 from codjax.envs.terminal.commands import COMMAND_LIST, Shell
+from codjax.envs.terminal.data import task_from_data
 from codjax.envs.terminal.fs import WINDOWS
 from codjax.envs.terminal.presets import PRESETS
 from codjax.envs.terminal.tasks import TEMPLATES, TerminalTaskSpec, check_goal, generate_task
@@ -38,6 +40,8 @@ class TerminalConfig:
   agent_max_steps: int = 12
   composite_ratio: float = 0.5
   task_kind: str | None = None  # force one template (tests, per-template evaluation)
+  #: an explicit task as JSON data (``data.py``): every task of every pack is this task; None: generated tasks
+  task_data: Any = None
 
   def __post_init__(self):
     check_int("agent_max_steps", self.agent_max_steps, 1)
@@ -46,6 +50,8 @@ class TerminalConfig:
       raise ValueError(f"composite_ratio must be a number in [0, 1], got {r!r}")
     if self.task_kind is not None and self.task_kind not in TEMPLATES:
       raise ValueError(f"task_kind must be one of {sorted(TEMPLATES)} or None, got {self.task_kind!r}")
+    if self.task_data is not None:
+      task_from_data(self.task_data)  # ValueError naming the broken rule
 
 
 def system_prompt(spec: TerminalTaskSpec, max_steps: int) -> str:
@@ -141,6 +147,8 @@ class TerminalFamily(EnvFamily):
 
   def sample_pack(self, pack_seed: int, num_tasks: int, task_seeds: Sequence[int] | None = None) -> list[TaskEnv]:
     _, seeds = pack_args(pack_seed, num_tasks, task_seeds)
+    if self.cfg.task_data is not None:
+      return [TerminalTask(self.cfg, task_from_data(self.cfg.task_data, s)) for s in seeds]
     return [TerminalTask(self.cfg, generate_task(s, self.cfg.composite_ratio, self.cfg.task_kind)) for s in seeds]
 
 

@@ -59,6 +59,7 @@ class TerminalTaskSpec:
   checks: list[Check] = dataclasses.field(default_factory=list)
   local: list[tuple[Path, Any]] = dataclasses.field(default_factory=list)  # (path, None=dir | File)
   remote: list[tuple[Path, Any]] = dataclasses.field(default_factory=list)
+  oracle: list[str] = dataclasses.field(default_factory=list)  # reference command lines (tasks built from data)
 
   @property
   def local_home(self) -> Path:

@@ -223,10 +223,12 @@ class Expert(base.GameExpert):
 
   game = "Mastermind"
 
-  def __init__(self, episodes: int = 3, faithful: bool = True, guess_pool: str = "codes"):
+  def __init__(self, episodes: int = 3, faithful: bool = True, guess_pool: str = "codes",
+               exact_limit: int = _EXACT_LIMIT):
     self.episodes = episodes
     self.faithful = faithful
     self.guess_pool = guess_pool
+    self.exact_limit = exact_limit  # universes larger than this use the greedy rule (fast, not optimal)
 
   def knowledge_bullets(self, reading: base.Reading) -> list[str]:
     return Knowledge(reading).bullets()
@@ -235,7 +237,7 @@ class Expert(base.GameExpert):
     length, digits, dup, turns = _setting(reading)
     k = Knowledge(reading)
     tried = {_digits(x.content) for x in reading.episodes[-1] if _GUESS_RE.fullmatch(x.content)}
-    if (digits ** length if dup else math.perm(digits, length)) > _EXACT_LIMIT:
+    if (digits ** length if dup else math.perm(digits, length)) > self.exact_limit:
       return " ".join(map(str, _greedy(k, length, digits, dup, tried)))
     sol = solver(length, digits, dup, turns, not self.faithful, self.guess_pool)
     s = sol.consistent(k.evidence, k.wrong, k.code)

@@ -1,0 +1,20 @@
+"""The rubric reviewer's verdict (orbit_evo.md C.2 loop 1, C.6 item 3).
+
+The model answers ``{"accept": true|false, "violations": [...]}`` against the rubric bank. ``parse_review``
+returns (accepted, reason): a rejection's reason lists the violations it named; a reply without a boolean
+``accept`` is a ``ValueError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def parse_review(obj: Any) -> tuple[bool, str]:
+  if not isinstance(obj, dict) or not isinstance(obj.get("accept"), bool):
+    raise ValueError("the review must be a JSON object with a boolean 'accept'")
+  raw = obj.get("violations", [])
+  items = [" ".join(str(v).split())[:200] for v in raw[:10]] if isinstance(raw, list) else []
+  if obj["accept"]:
+    return True, ""
+  return False, "reviewer rejected the plan: " + ("; ".join(items) if items else "no reason given")

@@ -1,0 +1,1 @@
+"""Parameterisations of the evolvable environments (one module per environment package)."""
