@@ -67,12 +67,12 @@ def test_evolve_grows_resumes_and_difficulty_measures(tmp_path):
 @pytest.mark.slow
 def test_difficulty_with_a_fixed_model_checkpoint(tmp_path, tiny_ckpt):
   out = tmp_path / "lin"
-  run_launcher("evolve.py", "--env=maze_compact", "--lineages=2", "--generations=1", f"--out={out}")
+  run_launcher("evolve.py", "--env=maze_compact", "--lineages=1", "--generations=1", f"--out={out}")
   res_path = tmp_path / "d.json"
-  run_launcher("difficulty.py", f"--runs={out}", "--agents=model", f"--model={tiny_ckpt}", "--rollouts=2",
-               "--max_tokens=8", f"--out={res_path}")
+  run_launcher("difficulty.py", f"--runs={out}", "--agents=model", f"--model={tiny_ckpt}", "--rollouts=1",
+               "--max_tokens=4", f"--out={res_path}")
   rows = json.loads(res_path.read_text())["results"][str(out)]["generations"]
-  assert [r["lineages"] for r in rows] == [2] * len(rows)
+  assert [r["lineages"] for r in rows] == [1] * len(rows) and len(rows) in (1, 2)
   assert all(0.0 <= r["model/pass_rate"] <= 1.0 and r["model/turns"] >= 1 for r in rows)
 
 
