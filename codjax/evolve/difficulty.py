@@ -68,6 +68,13 @@ def measure_run(run_dir: str, agents: dict, rollouts: int, bar=None) -> dict:
 def measure_lineages(lineages: list[Lineage], agents: dict, rollouts: int, bar=None) -> list[dict]:
   """One row per generation (module docstring); ``agents`` maps a name to an episode backend."""
   depth = max(len(lin.generations) for lin in lineages)
+  shown: dict[str, str] = {}  # node id -> prompt text (a parent is the previous generation's head)
+
+  def text(node) -> str:
+    if node.id not in shown:
+      shown[node.id] = first_observation(node)
+    return shown[node.id]
+
   per_gen = []
   for g in range(depth):
     heads = [lin.generations[g][0] for lin in lineages if len(lin.generations) > g]
@@ -82,7 +89,7 @@ def measure_lineages(lineages: list[Lineage], agents: dict, rollouts: int, bar=N
         bar.update({}, n=len(heads))
     if g > 0:
       parents = [lin.generations[g - 1][0] for lin in lineages if len(lin.generations) > g]
-      row["mutation/instruction"] = float(np.mean([first_observation(h) != first_observation(p)
+      row["mutation/instruction"] = float(np.mean([text(h) != text(p)
                                                    for h, p in zip(heads, parents)]))
       row["mutation/environment"] = float(np.mean([registry.get(h.point.family).env_params(h.point)
                                                    != registry.get(p.point.family).env_params(p.point)

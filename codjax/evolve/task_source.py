@@ -56,19 +56,15 @@ class LineageTaskSource:
     self.pack_size = int(pack_size)
     self.scheduler = make_scheduler(scheduler, [[len(gen) for gen in lin.generations] for lin in self.lineages],
                                     tau=tau, stuck_limit=stuck_limit, seed=seed)
-    self._params = {}
     self._families = {}
     self.k = 0
     self._pending: dict[int, Slot] = {}
-    self.history: list[dict] = []
 
   def _family(self, slot: Slot):
     node = self.lineages[slot.lineage].generations[slot.generation][slot.index]
     if node.id not in self._families:
-      fam = node.point.family
-      if fam not in self._params:
-        self._params[fam] = registry.get(fam)
-      self._families[node.id] = (self._params[fam], self._params[fam].family(node.point), node)
+      param = registry.get(node.point.family)  # one shared instance per name
+      self._families[node.id] = (param, param.family(node.point), node)
     return self._families[node.id]
 
   def next_packs(self, n: int) -> list[Pack]:
@@ -101,7 +97,6 @@ class LineageTaskSource:
     m = {"sched/pass_rate": float(np.mean(rates)), "sched/partial_groups": float(np.mean(partial)),
          "sched/batch_generation": float(np.mean(gens)), "sched/advanced": float(moved["advanced"])}
     m.update(self.scheduler.metrics())
-    self.history.append({"slots": [[s.lineage, s.generation, s.index] for s in slots], "pass_rates": rates})
     return m
 
   def state(self) -> dict:
