@@ -4,6 +4,8 @@ Runs the experiment's stages: (tiny model) -> (SFT warm start) -> CoD RL -> fina
 metrics.jsonl, TensorBoard events, eval/*.json and orbax checkpoints into ``config.run_dir``.
 """
 
+import signal
+
 from absl import app, flags
 from ml_collections import config_flags
 
@@ -15,8 +17,15 @@ _EXPORT = flags.DEFINE_string("export_hf", "", "after the run, export the policy
 _HOST_ALLOCATOR = host_allocator.define_flag()
 
 
+def _raise_interrupt(signum, frame):
+  raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
 def main(argv):
   del argv
+  # a scheduler's stop (SIGTERM) unwinds like Ctrl-C: trainer.close() stops the producer thread and the vLLM
+  # servers a fleet started (they run in their own sessions and would outlive a killed trainer)
+  signal.signal(signal.SIGTERM, _raise_interrupt)
   host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)  # before JAX starts its threads
   from codjax.parallel import maybe_initialize_distributed
 

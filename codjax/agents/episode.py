@@ -48,6 +48,9 @@ class Episode:
   # set by a token backend when the conversation no longer fits the prompt budget: the workflow then ends
   # the episode (raw outcome 0) instead of generating
   budget_exhausted: bool = False
+  # the policy version that sampled the episode (asynchronous training: the number of train steps that
+  # produced those weights, codjax.train.async_rollouts); -1 when not recorded
+  policy_version: int = -1
   # opaque per-episode state of a token backend (e.g. a KV-cache slot id)
   backend_state: Any = None
 

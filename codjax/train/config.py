@@ -19,13 +19,24 @@ checks every field with a clear error (before any model is built), and the launc
              el | random, tau, stuck_limit; codjax.evolve.task_source; data.envs then only feed evaluation)
   cod        use_hints, hint_penalty c, response_limit (soft instruction, tokens; 0 = none), protocol
              (full | compact prompt wording; the markers are the same)
-  rollout    engine (jax | vllm); temperature, top_p, top_k; max_response_tokens; max_prompt_tokens;
+  rollout    engine (jax | vllm | fleet); temperature, top_p, top_k; max_response_tokens; max_prompt_tokens;
              max_slots (sequences generated at once: the JAX engine's KV-cache slots, vLLM's max_num_seqs);
              sync_interval (weight sync every k steps: rollout policy at most k-1 steps stale); seed_by (call:
              a step's replies seeded by (step, call index); episode: by (step, episode identity, turn), the same
              whichever episodes share a call; several processes always use episode); vllm: dtype,
              gpu_memory_utilization (0 = vLLM's default), enforce_eager, tensor_parallel_size (must be 1:
-             the trainer runs vLLM in process with one worker)
+             the trainer runs vLLM in process with one worker); mode (sync: rollout, then train, then sync, as
+             above | async: a producer thread keeps rolling out the next batches from the newest synced policy
+             while the trainer trains, codjax.train.async_rollouts), max_staleness (async: a batch sampled with
+             policy version v is trained at step s only when s - v <= max_staleness; 0 reproduces the synchronous
+             loop), stale_policy (wait: the producer waits rather than exceed the bound | drop: it runs ahead and
+             batches past the bound are dropped and counted); fleet (engine='fleet', codjax.rollout.fleet:
+             servers, comma-separated OpenAI base URLs of running vLLM servers, or num_servers to start locally
+             on model.path; transport auto | checkpoint (safetensors dir reloaded by every server) | nccl |
+             ipc (vLLM's weight-transfer engines, GPU); dtype, devices (comma-separated CUDA device per
+             started server), server_args (extra vLLM flags, space-separated), kv_cache_gib (CPU),
+             startup_timeout_s, request_timeout_s, max_concurrency, sync_dir (checkpoint transport; '' = a
+             temporary dir, shared storage when servers run on other hosts), logprobs_mode)
   algorithm  advantage (cod | grpo); returns (mean | window | discounted), window, gamma; red_weight and its
              bisection bounds; loss (registry name), eps_low, eps_high, dual_clip (ppo only; 0 = off),
              aggregation, kl_type and kl_coef (KL to a frozen reference policy, both or neither),
@@ -58,7 +69,10 @@ from codjax.models.config import ALL_PRESETS, ATTENTION_IMPLS, DTYPES, REMAT_POL
 from codjax.rl.losses import AGGREGATIONS, KL_TYPES, LossConfig, available_losses
 from codjax.rl.train_step import OptimizerConfig, StepConfig
 
-ENGINES = ("jax", "vllm")
+ENGINES = ("jax", "vllm", "fleet")
+ROLLOUT_MODES = ("sync", "async")
+STALE_POLICIES = ("wait", "drop")
+FLEET_TRANSPORTS = ("auto", "checkpoint", "nccl", "ipc")
 ADVANTAGES = ("cod", "grpo")
 RETURNS = ("mean", "window", "discounted")
 
@@ -137,7 +151,11 @@ def base_config() -> ml_collections.ConfigDict:
   c.rollout = ml_collections.ConfigDict(dict(
       engine="jax", temperature=1.0, top_p=1.0, top_k=0, max_response_tokens=256, max_prompt_tokens=4096,
       max_slots=256, sync_interval=1, seed_by="call",
-      vllm=dict(dtype="bfloat16", gpu_memory_utilization=0.5, enforce_eager=False, tensor_parallel_size=1)))
+      vllm=dict(dtype="bfloat16", gpu_memory_utilization=0.5, enforce_eager=False, tensor_parallel_size=1),
+      mode="sync", max_staleness=0, stale_policy="wait",
+      fleet=dict(servers="", num_servers=0, transport="auto", dtype="auto", devices="", server_args="",
+                 kv_cache_gib=1, startup_timeout_s=900.0, request_timeout_s=300.0, max_concurrency=64,
+                 sync_dir="", logprobs_mode="processed_logprobs")))
   c.algorithm = ml_collections.ConfigDict(dict(
       advantage="cod", returns="mean", window=0, gamma=1.0, red_weight=True, red_t_min=0.8, red_t_max=100.0,
       red_max_iter=20, red_tol=0.05, grpo_normalize_std=True, loss="rec_oneside_nois", eps_low=0.2,
@@ -311,6 +329,36 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(isinstance(r.max_slots, int) and r.max_slots >= 1, "rollout.max_slots must be an int >= 1")
   _req(isinstance(r.sync_interval, int) and r.sync_interval >= 1, "rollout.sync_interval must be an int >= 1")
   _req(r.seed_by in ("call", "episode"), f"rollout.seed_by must be 'call' or 'episode', got {r.seed_by!r}")
+  _req(r.mode in ROLLOUT_MODES, f"rollout.mode must be one of {ROLLOUT_MODES}, got {r.mode!r}")
+  _req(isinstance(r.max_staleness, int) and not isinstance(r.max_staleness, bool) and r.max_staleness >= 0,
+       f"rollout.max_staleness must be an int >= 0, got {r.max_staleness!r}")
+  _req(r.stale_policy in STALE_POLICIES, f"rollout.stale_policy must be one of {STALE_POLICIES}, got {r.stale_policy!r}")
+  _req(r.mode == "sync" or r.sync_interval == 1, "rollout.sync_interval must be 1 with rollout.mode='async' "
+       "(the asynchronous loop syncs after every step; rollout.max_staleness bounds the lag)")
+  fl = r.fleet
+  if r.engine == "fleet":
+    servers = [u for u in str(fl.servers).split(",") if u.strip()]
+    _req(isinstance(fl.num_servers, int) and not isinstance(fl.num_servers, bool) and fl.num_servers >= 0,
+         f"rollout.fleet.num_servers must be an int >= 0, got {fl.num_servers!r}")
+    _req(bool(servers) != bool(fl.num_servers), "rollout.engine='fleet' needs exactly one of rollout.fleet.servers "
+         "(comma-separated base URLs, e.g. http://host:8000/v1) and rollout.fleet.num_servers (servers to start)")
+    _req(all(u.strip().startswith(("http://", "https://")) for u in servers),
+         f"rollout.fleet.servers must be http(s) URLs, got {fl.servers!r}")
+    _req(fl.transport in FLEET_TRANSPORTS, f"rollout.fleet.transport must be one of {FLEET_TRANSPORTS}, got "
+         f"{fl.transport!r}")
+    _req(fl.num_servers == 0 or bool(c.model.path), "rollout.fleet.num_servers needs model.path (the servers load it)")
+    devices = [d for d in str(fl.devices).split(",") if d.strip()]
+    _req(not devices or len(devices) == fl.num_servers, f"rollout.fleet.devices names {len(devices)} devices for "
+         f"{fl.num_servers} servers (one per server, or '' for none)")
+    _req(fl.dtype in ("auto", "float32", "bfloat16", "float16"), f"rollout.fleet.dtype must be auto, float32, "
+         f"bfloat16 or float16, got {fl.dtype!r}")
+    _req(fl.kv_cache_gib > 0, f"rollout.fleet.kv_cache_gib must be > 0, got {fl.kv_cache_gib!r}")
+    _req(fl.startup_timeout_s > 0 and fl.request_timeout_s > 0, "rollout.fleet timeouts must be > 0")
+    _req(isinstance(fl.max_concurrency, int) and fl.max_concurrency >= 1,
+         f"rollout.fleet.max_concurrency must be an int >= 1, got {fl.max_concurrency!r}")
+    _req(fl.logprobs_mode in ("processed_logprobs", "raw_logprobs"), "rollout.fleet.logprobs_mode must be "
+         f"'processed_logprobs' (the sampling distribution, what the losses need) or 'raw_logprobs', got "
+         f"{fl.logprobs_mode!r}")
   v = r.vllm
   if r.engine == "vllm" and model_family(c) == "qwen3_5" and _vllm_is_cpu_build():
     raise ConfigError(

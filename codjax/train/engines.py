@@ -1,4 +1,5 @@
-"""Builds the configured rollout engine (JAX sampler or vLLM) for a training or evaluation run."""
+"""Builds the configured rollout engine (JAX sampler, vLLM, or a fleet of vLLM servers) for a training or
+evaluation run."""
 
 from __future__ import annotations
 
@@ -7,11 +8,16 @@ import tempfile
 
 
 def build_engine(rollout_cfg, model, model_path: str | None, mesh=None, seed: int = 0):
-  """``rollout_cfg.engine``: "jax" (KV-cache sampler on the trainer's devices) or "vllm" (in-process vLLM,
-  which loads ``model_path`` and then receives the trainer's weights through ``update_weights``).
+  """``rollout_cfg.engine``: "jax" (KV-cache sampler on the trainer's devices), "vllm" (in-process vLLM,
+  which loads ``model_path`` and then receives the trainer's weights through ``update_weights``) or "fleet"
+  (``codjax.rollout.fleet.FleetEngine`` over ``rollout.fleet.servers``, or over ``rollout.fleet.num_servers``
+  servers it starts on ``model_path``; weights go through ``make_transport(rollout.fleet.transport)``, and the
+  trainer's model is pushed once here, so every server starts from it whatever it loaded).
 
-  ``rollout_cfg.max_slots`` bounds the sequences generated at once in both: the JAX engine's KV-cache slots,
-  vLLM's ``max_num_seqs`` (its scheduler queues the rest)."""
+  ``rollout_cfg.max_slots`` bounds the sequences generated at once in the first two: the JAX engine's KV-cache
+  slots, vLLM's ``max_num_seqs`` (its scheduler queues the rest). A fleet's servers batch and queue on their own
+  (``--max-num-seqs`` in ``rollout.fleet.server_args``); ``rollout.fleet.max_concurrency`` bounds the requests
+  in flight per server."""
   max_len = int(rollout_cfg.max_prompt_tokens) + int(rollout_cfg.max_response_tokens) + 1
   if rollout_cfg.engine == "jax":
     from codjax.rollout.jax_engine import JaxEngine
@@ -32,5 +38,35 @@ def build_engine(rollout_cfg, model, model_path: str | None, mesh=None, seed: in
       kw["gpu_memory_utilization"] = float(v.gpu_memory_utilization)
     engine = VllmEngine(model_path, **kw)
     engine.update_weights(model)
+    return engine
+  if rollout_cfg.engine == "fleet":
+    from codjax.rollout.fleet import FleetEngine
+    from codjax.rollout.weight_sync import make_transport
+
+    fl = rollout_cfg.fleet
+    servers = [u.strip() for u in str(fl.servers).split(",") if u.strip()]
+    num = int(fl.num_servers)
+    if bool(servers) == bool(num):
+      raise ValueError("rollout.engine='fleet' needs exactly one of rollout.fleet.servers (comma-separated base "
+                       "URLs, e.g. http://127.0.0.1:8000/v1) and rollout.fleet.num_servers (servers to start)")
+    if num and not model_path:
+      raise ValueError("rollout.fleet.num_servers needs model.path: the started servers load that checkpoint")
+    transport = make_transport(str(fl.transport), sync_dir=str(fl.sync_dir))
+    try:
+      engine = FleetEngine(servers, num_servers=num, model_path=model_path or None, transport=transport,
+                           dtype=str(fl.dtype), max_model_len=max_len, seed=seed,
+                           devices=[d for d in str(fl.devices).split(",") if d.strip()],
+                           server_args=str(fl.server_args).split(), kv_cache_gib=float(fl.kv_cache_gib),
+                           startup_timeout_s=float(fl.startup_timeout_s),
+                           request_timeout_s=float(fl.request_timeout_s), max_concurrency=int(fl.max_concurrency),
+                           logprobs_mode=str(fl.logprobs_mode))
+    except BaseException:
+      transport.close()
+      raise
+    try:
+      engine.update_weights(model)
+    except BaseException:
+      engine.close()
+      raise
     return engine
   raise ValueError(f"unknown rollout engine {rollout_cfg.engine!r}")

@@ -4,13 +4,26 @@
   -> per-episode scores (CoD per-position credit or GRPO) -> RED-Weight -> [B, T] batch
   -> jitted train step -> weight sync every ``sync_interval`` steps -> metrics / eval / checkpoint
 
-Synchronous: each step's rollout uses the engine's current weights, which lag the trainer by at most
-``sync_interval - 1`` steps (the staleness bound). Sampling keys are a function of (seed, step), the pack
-stream of its saved position, so ``resume`` continues a run exactly.
+Synchronous (``rollout.mode = "sync"``): each step's rollout uses the engine's current weights, which lag the
+trainer by at most ``sync_interval - 1`` steps (the staleness bound). Sampling keys are a function of (seed,
+step), the pack stream of its saved position, so ``resume`` continues a run exactly.
+
+Asynchronous (``rollout.mode = "async"``, ``codjax.train.async_rollouts``): a producer thread rolls out batch i
+(the i-th draw of packs, sampling keys from (seed, i)) with the newest published policy version while the
+trainer trains on the batches already finished; ``rollout.max_staleness`` bounds the versions a trained batch
+lags (``stale_policy`` wait: the producer waits; drop: stale batches are dropped and counted). With
+``max_staleness = 0`` and ``wait`` it is the synchronous loop step for step. A checkpoint records the task
+source's position after the last TRAINED batch (not the producer's), so a resumed run trains every pack once:
+the producer restarts there with the checkpointed policy (queued, untrained batches are discarded and drawn
+again). With ``max_staleness = 0`` the resume is exact; with ``k > 0`` the packs, their order and their sampling
+seeds continue exactly, but the policy version a batch is sampled with depends on timing (the first batches
+after a resume use the restored policy, as if the producer had just caught up). Not supported in async mode:
+several processes, workflows with ``after_step`` (EvoHarness), task sources with ``observe`` (lineages).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -34,6 +47,7 @@ from codjax.rl.batch import TrainSequence, assemble_batch
 from codjax.rl.train_step import device_batch, init_train_state, make_optimizer, make_train_step
 from codjax.rollout.base import SamplingParams
 from codjax.eval.runner import evaluate_engine, template_kwargs
+from codjax.train.async_rollouts import AsyncRollouts, InterruptibleEngine, episodes_of, staleness_summary
 from codjax.train.checkpoint import Checkpointer
 from codjax.train.config import model_compute_overrides, validate
 from codjax.train.config import optimizer_config, step_config  # noqa: F401  (also this module's API)
@@ -102,6 +116,20 @@ def ensure_model_dir(cfg) -> str:
   return path
 
 
+def async_unsupported(cfg, workflow) -> str | None:
+  """Why ``rollout.mode = "async"`` cannot run this configuration, or None when it can."""
+  if multihost.process_count() > 1:
+    return (f"{multihost.process_count()} processes: the asynchronous loop runs in one process (each process "
+            "would need its own producer and a shared queue)")
+  if hasattr(workflow, "after_step"):
+    return (f"workflow {cfg.workflow!r} changes its state between batches (after_step), which the batches the "
+            "producer has already rolled out would not see")
+  if "lineages" in cfg.data and cfg.data.lineages.dir:
+    return ("data.lineages.dir: the lineage scheduler learns from each trained batch (observe), so the packs it "
+            "draws would depend on how far the producer ran ahead")
+  return None
+
+
 class Trainer:
   """Holds the model, optimizer, engine and run directory of one CoD-Train run."""
 
@@ -115,6 +143,9 @@ class Trainer:
       with open(os.path.join(self.run_dir, "config.json"), "w") as f:
         f.write(cfg.to_json_best_effort(indent=2))
     self.workflow = get_workflow(str(cfg.workflow))
+    self.async_mode = str(cfg.rollout.mode) == "async"
+    if self.async_mode and (why := async_unsupported(cfg, self.workflow)):
+      raise ValueError(f"rollout.mode='async' is not supported with {why}; use rollout.mode='sync'")
     if hasattr(self.workflow, "prepare"):  # workflow state the rollouts read (EvoHarness: the initial bank)
       if multihost.is_primary():
         self.workflow.prepare(cfg)
@@ -151,7 +182,9 @@ class Trainer:
     # several processes sample disjoint packs, so a reply's seed must not depend on the call it shares
     # (seed_by="episode"); one process keeps the configured seeding
     seed_by = "episode" if multihost.process_count() > 1 else str(r.seed_by)
-    self.backend = EngineBackend(self.engine, self.tokenizer, self.params, seed_by=seed_by,
+    # async: the producer's rollouts go through a wrapper that aborts them when the producer is stopped
+    self._guard = InterruptibleEngine(self.engine) if self.async_mode else None
+    self.backend = EngineBackend(self._guard or self.engine, self.tokenizer, self.params, seed_by=seed_by,
                                  seed=int(cfg.seed) if seed_by == "episode" else None,
                                  max_prompt_tokens=int(r.max_prompt_tokens), template_kwargs=self.template_kwargs)
     self.ckpt = Checkpointer(os.path.join(self.run_dir, "checkpoints"), int(cfg.checkpoint.max_to_keep))
@@ -166,8 +199,15 @@ class Trainer:
     self.step = 0
     self.last_sync = 0
     self._engine_model = None
+    # async: the producer (started by the first train step), the task source's state after the last trained
+    # batch, the index of the batch after it, and the batches/episodes dropped as too stale (whole run)
+    self.producer: AsyncRollouts | None = None
+    self._next_batch = 0
+    self._dropped = {"batches": 0, "episodes": 0}
+    self._last_step_end: float | None = None
     if resume:
       self._restore()
+    self._consumed_sampler = self.sampler.state() if self.async_mode else None
     # a resumed run re-runs the steps after its checkpoint: their old metric lines are dropped (all lines
     # when no checkpoint was restored), so metrics.jsonl reads as one uninterrupted run
     self.writer = MetricWriter(self.run_dir, tensorboard=bool(cfg.log.tensorboard),
@@ -211,11 +251,18 @@ class Trainer:
     self.step = int(meta["step"])
     self.last_sync = int(meta["last_sync"])
     self.sampler.restore(meta["sampler"])
+    if self.async_mode:  # the producer starts from here with the restored policy (version `step`)
+      a = meta.get("async", {})
+      self._next_batch = int(a.get("next_batch", self.step))
+      self._dropped = {"batches": int(a.get("dropped_batches", 0)), "episodes": int(a.get("dropped_episodes", 0))}
+      self.last_sync = self.step
     if "workflow_state" in meta and hasattr(self.workflow, "load_state_dict"):
       if multihost.is_primary():
         self.workflow.load_state_dict(self.cfg, meta["workflow_state"])
       multihost.barrier("workflow_restore")
-    if got.engine is None:
+    if self.async_mode:
+      pass  # the producer applies the restored params before its first batch
+    elif got.engine is None:
       self.sync_weights()  # the next step would sync anyway
     else:
       # the engine sampled from the weights of step `last_sync`, stored in this checkpoint step
@@ -235,7 +282,12 @@ class Trainer:
     return self._engine_model is None or self.step - self.last_sync >= self.cfg.rollout.sync_interval
 
   def save(self) -> None:
-    meta = {"step": self.step, "last_sync": self.last_sync, "sampler": self.sampler.state(), "seed": self.cfg.seed}
+    if self.async_mode:  # the position after the last trained batch, not the producer's
+      meta = {"step": self.step, "last_sync": self.step, "sampler": self._consumed_sampler, "seed": self.cfg.seed,
+              "async": {"next_batch": self._next_batch, "dropped_batches": self._dropped["batches"],
+                        "dropped_episodes": self._dropped["episodes"]}}
+    else:
+      meta = {"step": self.step, "last_sync": self.last_sync, "sampler": self.sampler.state(), "seed": self.cfg.seed}
     if hasattr(self.workflow, "state_dict"):  # the workflow's own state (EvoHarness: the Experience bank)
       meta["workflow_state"] = multihost.broadcast_json(
           self.workflow.state_dict(self.cfg) if multihost.is_primary() else None)
@@ -272,14 +324,102 @@ class Trainer:
 
   # -- one RL step ------------------------------------------------------------------------------------
   def train_step(self) -> dict:
+    """One RL step: roll out (sync) or take the producer's next batch (async), score, train; its metrics
+    (with the engine's own counters when it has them: a fleet's live servers, failovers, sync time)."""
+    m = self._train_step_async() if self.async_mode else self._train_step_sync()
+    engine_stats = getattr(self.engine, "stats", None)
+    if callable(engine_stats):  # FleetEngine.stats(); (JaxEngine.stats is its own dict of counters, not logged)
+      m.update(engine_stats())
+    return m
+
+  def _train_step_sync(self) -> dict:
     cfg = self.cfg
+    t_sync = 0.0
     if self._needs_sync():
+      t0 = time.perf_counter()
       self.sync_weights()
+      t_sync = time.perf_counter() - t0
     t0 = time.perf_counter()
     packs = self.sampler.next_packs(int(cfg.data.packs_per_step))
     self.backend.reseed(derive_seed(cfg.seed, self.step))
     trajs = self.rollout(packs)
     t_roll = time.perf_counter() - t0
+    for ep in episodes_of(trajs):
+      ep.policy_version = self.last_sync
+    m = self._learn(packs, trajs, t_roll)
+    m["staleness"] = float(self.step - 1 - self.last_sync)
+    m["time/sync_s"] = t_sync
+    return m
+
+  def _produce(self, index: int) -> tuple[list, dict, list]:
+    """Producer thread: batch ``index``'s packs, the task source's state after them, and their rollouts with
+    the engine's current weights (sampling keys from (seed, index), as the synchronous step ``index``)."""
+    packs = self.sampler.next_packs(int(self.cfg.data.packs_per_step))
+    state = self.sampler.state()
+    self.backend.reseed(derive_seed(self.cfg.seed, index))
+    return packs, state, self.rollout(packs)
+
+  def _published_params(self):
+    """A copy of the current model (the next train step donates the state's buffers)."""
+    return nnx.merge(self.graphdef, jax.tree.map(jnp.copy, self.state.params))
+
+  def _start_producer(self) -> AsyncRollouts:
+    r = self.cfg.rollout
+    if int(r.max_staleness) == 0 and str(r.stale_policy) == "drop":
+      logging.warning("rollout.stale_policy='drop' with max_staleness=0: every batch the producer starts before "
+                      "the previous step's weights are published is dropped; 'wait' is the synchronous loop")
+    self.producer = AsyncRollouts(
+        self._produce, lambda model: self.engine.update_weights(model), version=self.step,
+        model=self._published_params(), first_batch=self._next_batch, max_staleness=int(r.max_staleness),
+        stale_policy=str(r.stale_policy), interrupt=self._guard.stop_event, on_abandon=self._guard.end_live_sessions)
+    self._last_step_end = self.producer.started_at
+    return self.producer
+
+  def stop_producer(self) -> None:
+    """Stops the producer (async); its queued, untrained batches are discarded and the task source goes back
+    to the position after the last trained batch, so a later step (or a resume) draws them again."""
+    if self.producer is None:
+      return
+    stopped = self.producer.close()
+    self.producer = None
+    if stopped:
+      self.sampler.restore(self._consumed_sampler)
+
+  def _train_step_async(self) -> dict:
+    t_start = time.perf_counter()
+    producer = self.producer or self._start_producer()
+    got = producer.take(self.step)
+    b = got.batch
+    self._dropped["batches"] += got.dropped_batches
+    self._dropped["episodes"] += got.dropped_episodes
+    version = b.version
+    m = self._learn(b.packs, b.trajs, b.rollout_s)
+    # self.step is now the new version; the batch's packs are consumed
+    self._consumed_sampler, self._next_batch, self.last_sync = b.sampler_state, b.index + 1, self.step
+    producer.publish(self.step, self._published_params())
+    stale_mean, stale_max = staleness_summary(got.staleness)
+    m["staleness"] = float(self.step - 1 - version)
+    m["time/sync_s"] = b.sync_s
+    t_end = time.perf_counter()
+    wall = t_end - t_start
+    m["time/step_s"] = wall
+    m["time/trainer_idle_s"] = got.idle_s
+    m["async/staleness"], m["async/staleness_max"] = stale_mean, stale_max
+    m["async/policy_version"] = float(version)
+    m["async/batch_index"] = float(b.index)
+    m["async/queue_depth"] = float(got.queue_depth)
+    m["async/dropped_batches"] = float(self._dropped["batches"])
+    m["async/dropped_episodes"] = float(self._dropped["episodes"])
+    m["async/trainer_idle_frac"] = got.idle_s / max(wall, 1e-9)
+    since = self._last_step_end if self._last_step_end is not None else t_start
+    m["async/producer_busy_frac"] = producer.busy_seconds(since, t_end) / max(t_end - since, 1e-9)
+    self._last_step_end = t_end
+    return m
+
+  def _learn(self, packs, trajs, t_roll: float) -> dict:
+    """Scores ``trajs`` (the rollouts of ``packs``), trains one step on them (``self.step`` += 1); the metrics
+    of the step but ``staleness`` and the sync time."""
+    cfg = self.cfg
     a = cfg.algorithm
     scored = self.workflow.score(trajs, cfg)
     temp = None
@@ -322,7 +462,6 @@ class Trainer:
     m["tok_per_s"] = bstats["tokens"] / max(t_train, 1e-9)
     m["rollout_gen_tok_per_s"] = m["generated_tokens"] / max(t_roll, 1e-9)
     m["loss"] = out["loss"]
-    m["staleness"] = float(self.step - 1 - self.last_sync)
     return m
 
   def _after_step(self, trajs) -> dict:
@@ -356,21 +495,24 @@ class Trainer:
   # -- evaluation -------------------------------------------------------------------------------------
   def evaluate(self, tag: str | None = None) -> dict:
     """Evaluates the current parameters through the one evaluation path (``codjax.eval.runner``); writes
-    ``eval/<tag>.json`` (``{"step", "results"}``), logs flat ``eval/<label>/<metric>`` values, prints the table."""
-    self.engine.update_weights(multihost.host_local_copy(self.current_model()))  # evaluate the current policy
-    tag = tag or f"step_{self.step}"
-    results = None
-    if multihost.is_primary():  # with several processes process 0 evaluates (its engine holds the policy too)
-      results = evaluate_engine(self.cfg, self.engine, self.tokenizer, progress=bool(self.cfg.log.progress)).results
-      os.makedirs(os.path.join(self.run_dir, "eval"), exist_ok=True)
-      with open(os.path.join(self.run_dir, "eval", f"{tag}.json"), "w") as f:
-        json.dump({"step": self.step, "results": results}, f, indent=2)
-    if multihost.process_count() > 1:
-      multihost.barrier("evaluate")
-      results = multihost.broadcast_json(results)
-    if self._engine_model is not None and self.cfg.rollout.sync_interval > 1:
-      # back to the (possibly stale) sampling policy
-      self.engine.update_weights(multihost.host_local_copy(self._engine_model))
+    ``eval/<tag>.json`` (``{"step", "results"}``), logs flat ``eval/<label>/<metric>`` values, prints the table.
+    Async: the producer is held at a batch boundary meanwhile and re-applies its newest policy afterwards."""
+    with self.producer.paused() if self.producer is not None else contextlib.nullcontext():
+      self.engine.update_weights(multihost.host_local_copy(self.current_model()))  # evaluate the current policy
+      tag = tag or f"step_{self.step}"
+      results = None
+      if multihost.is_primary():  # with several processes process 0 evaluates (its engine holds the policy too)
+        results = evaluate_engine(self.cfg, self.engine, self.tokenizer,
+                                  progress=bool(self.cfg.log.progress)).results
+        os.makedirs(os.path.join(self.run_dir, "eval"), exist_ok=True)
+        with open(os.path.join(self.run_dir, "eval", f"{tag}.json"), "w") as f:
+          json.dump({"step": self.step, "results": results}, f, indent=2)
+      if multihost.process_count() > 1:
+        multihost.barrier("evaluate")
+        results = multihost.broadcast_json(results)
+      if self._engine_model is not None and self.cfg.rollout.sync_interval > 1:
+        # back to the (possibly stale) sampling policy
+        self.engine.update_weights(multihost.host_local_copy(self._engine_model))
     flat = {}
     for label, r in results.items():
       for name, v in r.items():
@@ -433,6 +575,7 @@ class Trainer:
       if cfg.eval.every and self.step % cfg.eval.every == 0 and cfg.eval.num_packs:
         self.evaluate()
     bar.close()
+    self.stop_producer()  # async: no rollouts past the last step
     final = None
     if cfg.eval.at_end and cfg.eval.num_packs:
       final = self.evaluate("final")
@@ -463,6 +606,10 @@ class Trainer:
       json.dump(rows, f, indent=2)
 
   def close(self) -> None:
+    """Stops the producer (async), then closes the metric files, the checkpointer and the engine."""
+    producer, self.producer = self.producer, None
+    stopped = producer.close() if producer is not None else True
     self.writer.close()
     self.ckpt.close()
-    self.engine.close()
+    if stopped:  # a producer that did not stop may still be using the engine
+      self.engine.close()
