@@ -20,8 +20,8 @@ and trains the one it takes at step ``s`` (``s`` steps done) only if ``s - v <= 
   ``k`` and takes the next one. Every trained batch is at most ``k`` versions old, every started one at most
   ``k + 1``, so drops happen when the producer outruns the trainer (a full queue).
 
-The producer's exception is re-raised by the trainer's next ``take`` (the same exception object, its
-producer-thread traceback kept and a note added); ``close`` stops the producer at its next engine call or
+The producer's exception is re-raised by the ``take`` after the batches it finished first (the same exception
+object, its producer-thread traceback kept and a note added); ``close`` stops the producer at its next engine call or
 batch boundary (a batch in flight is abandoned, its engine sessions ended) and joins the thread.
 """
 
@@ -218,17 +218,18 @@ class AsyncRollouts:
   def take(self, step: int) -> Taken:
     """The next batch to train at ``step`` (steps done so far), blocking until one is ready. Checks every
     episode's policy version against the bound: ``drop`` skips (and counts) stale batches, ``wait`` raises
-    (a batch past the bound there is a bug). Re-raises a producer exception."""
+    (a batch past the bound there is a bug). Re-raises a producer exception once the batches it finished before
+    the failing one are taken (they are valid: the producer works in batch order), whatever the timing."""
     t0 = time.perf_counter()
     dropped = dropped_eps = 0
     while True:
       with self._cv:
         while not self._queue and self._error is None and not self._stop:
           self._cv.wait()
-        if self._error is not None:
-          self._raise_error()
         if self._stop:
           raise RuntimeError("the rollout producer was stopped; no batch to take")
+        if not self._queue:  # the batches finished before the failing one are trained first (deterministic)
+          self._raise_error()
         batch = self._queue.popleft()
         depth = len(self._queue)
         self._cv.notify_all()
