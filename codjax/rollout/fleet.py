@@ -66,6 +66,7 @@ import requests
 from codjax.rollout.base import Completion, SamplingParams
 from codjax.rollout.openai_engine import OpenAIEngine, ServerGone
 from codjax.rollout.vllm_server import VllmServer, VllmServerError, is_cpu_vllm
+from codjax.rollout.weight_sync import weight_version
 
 LOGPROBS_MODES = ("processed_logprobs", "raw_logprobs")
 HEALTH_TIMEOUT_S = 5.0
@@ -446,13 +447,6 @@ class FleetEngine:
 
   # -- weights -----------------------------------------------------------------------------------------
 
-  def _weight_version(self, m: FleetServer) -> str | None:
-    try:
-      r = requests.get(f"{m.root_url}/weight_info", timeout=self.health_timeout_s)
-      return str(r.json().get("weight_version")) if r.status_code == 200 else None
-    except (requests.RequestException, ValueError, AttributeError):
-      return None
-
   def update_weights(self, model) -> None:
     """Pushes ``model`` to every live server through the transport as version ``policy_version + 1``; servers
     the push or the version check failed on are marked dead (see the module docstring)."""
@@ -482,7 +476,7 @@ class FleetEngine:
         report.seconds += again.seconds
         report.failed = dict(again.failed)
       for m in [m for m in live if m.alive]:
-        got = self._weight_version(m)
+        got = weight_version(m.root_url, self.health_timeout_s)
         if got != str(version):
           self._mark_dead(m, f"reports weight version {got!r} after the sync to version {version}")
       self.policy_version = version

@@ -36,6 +36,7 @@ tested on CPU against vLLM's own order checks and an in-process vLLM reload.
 
 from __future__ import annotations
 
+import abc
 import concurrent.futures
 import dataclasses
 import os
@@ -99,16 +100,13 @@ def _post(root_url: str, path: str, *, params: dict | None = None, json: dict | 
 
 
 def weight_version(root_url: str, timeout_s: float = 10.0) -> str | None:
-  """The policy version a server reports (``GET /weight_info``), or None when it has none."""
-  r = requests.get(f"{root_url.rstrip('/')}/weight_info", timeout=timeout_s)
-  r.raise_for_status()
-  return r.json().get("weight_version")
-
-
-def root_url_of(base_url: str) -> str:
-  """``http://host:port/v1`` -> ``http://host:port`` (the control routes live at the root)."""
-  u = base_url.rstrip("/")
-  return u[: -len("/v1")] if u.endswith("/v1") else u
+  """The policy version a server reports (``GET /weight_info``), or None when it has none or does not answer."""
+  try:
+    r = requests.get(f"{root_url.rstrip('/')}/weight_info", timeout=timeout_s)
+    v = r.json().get("weight_version") if r.status_code == 200 else None
+  except (requests.RequestException, ValueError, AttributeError):
+    return None
+  return None if v is None else str(v)
 
 
 def _each(fn: Callable[[str], None], urls: Sequence[str]) -> dict[str, str]:
@@ -120,7 +118,7 @@ def _each(fn: Callable[[str], None], urls: Sequence[str]) -> dict[str, str]:
   return {u: f"{type(f.exception()).__name__}: {f.exception()}" for u, f in futs.items() if f.exception() is not None}
 
 
-class _RoundTransport:
+class _RoundTransport(abc.ABC):
   """The pause -> transfer -> reset cache -> version -> resume round over all servers; subclasses transfer."""
 
   name = "?"
@@ -135,8 +133,9 @@ class _RoundTransport:
   def _prepare(self, model, root_urls: Sequence[str], version: int) -> None:
     """Work done once per round before the servers are paused (e.g. writing the checkpoint)."""
 
+  @abc.abstractmethod
   def _transfer(self, root_url: str) -> None:
-    raise NotImplementedError
+    """Sends the round's weights to one paused server (raises on failure)."""
 
   def _transfer_all(self, root_urls: Sequence[str]) -> dict[str, str]:
     """Transfers to every paused server; returns {root_url: error} of those that failed. Default: ``_transfer``
@@ -224,20 +223,13 @@ def _hf_device_fn(kind: str):
   raise ValueError(kind)
 
 
-def _layer_of(name: str) -> int | None:
-  """The outermost integer segment of an HF name (``model.layers.3.mlp...`` -> 3), or None."""
-  return next((int(p) for p in name.split(".") if p.isdigit()), None)
-
-
 def layerwise_order(names: Sequence[str]) -> list[int]:
-  """Indices of ``names`` in vLLM's group order (``weight_transfer.base.layerwise_groups`` flattened): the
-  un-indexed names before the first layer, then layer 0, 1, ... (each in its given order), then the other
-  un-indexed names (final norm, output head). vLLM's NCCL/IPC senders check iteration against this order."""
-  layers = [_layer_of(n) for n in names]
-  first = next((i for i, x in enumerate(layers) if x is not None), len(names))
-  big = 1 + max((x for x in layers if x is not None), default=0)
-  rank = [(-1 if i < first else big) if x is None else x for i, x in enumerate(layers)]
-  return sorted(range(len(names)), key=lambda i: (rank[i], i))
+  """Indices of ``names`` in vLLM's group order (``weight_transfer.base.layerwise_groups``, flattened): the order
+  vLLM's NCCL / IPC senders check iteration against."""
+  from vllm.distributed.weight_transfer.base import layerwise_groups
+
+  position = {n: i for i, n in enumerate(names)}
+  return [position[n] for group in layerwise_groups(list(names)) for n in group]
 
 
 def hf_device_tensors(model, layerwise: bool = False) -> Iterator[tuple[str, "object"]]:
@@ -254,10 +246,11 @@ def hf_device_tensors(model, layerwise: bool = False) -> Iterator[tuple[str, "ob
   if not isinstance(model, Qwen3):
     from codjax.rollout.vllm_engine import _sync_tensors
 
-    pairs = list(_sync_tensors(model)) if layerwise else _sync_tensors(model)
-    if layerwise:
-      pairs = [pairs[i] for i in layerwise_order([n for n, _ in pairs])]
-    yield from pairs
+    if not layerwise:
+      yield from _sync_tensors(model)
+      return
+    pairs = list(_sync_tensors(model))  # host tensors: reordered in memory
+    yield from (pairs[i] for i in layerwise_order([n for n, _ in pairs]))
     return
   entries = list(expand_key_table(model.cfg))
   if model.cfg.tie_word_embeddings:
@@ -330,8 +323,9 @@ class _VllmEngineTransport(_RoundTransport):
   def server_args(self) -> list[str]:
     return ["--weight-transfer-config", '{"backend": "%s"}' % self.backend]
 
+  @abc.abstractmethod
   def _init_info(self, root_url: str):
-    raise NotImplementedError
+    """vLLM's trainer-side init info for the group of this server."""
 
   def _prepare(self, model, root_urls, version) -> None:
     import jax

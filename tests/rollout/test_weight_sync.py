@@ -21,8 +21,7 @@ from flax import nnx
 
 from codjax.models import from_pretrained
 from codjax.rollout.vllm_server import free_port
-from codjax.rollout.weight_sync import (CheckpointTransport, hf_device_tensors, make_transport, make_weight_source,
-                                        root_url_of)
+from codjax.rollout.weight_sync import CheckpointTransport, hf_device_tensors, make_transport, make_weight_source
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
@@ -96,7 +95,6 @@ def test_make_transport_names_and_errors(tmp_path):
   assert make_transport("checkpoint", sync_dir=str(tmp_path)).sync_dir == str(tmp_path)
   with pytest.raises(ValueError, match="weight transport must be one of"):
     make_transport("rsync")
-  assert root_url_of("http://h:8000/v1/") == "http://h:8000" and root_url_of("http://h:8000") == "http://h:8000"
 
 
 def test_nccl_transport_refuses_a_cpu_trainer_clearly(tiny_ckpt):
