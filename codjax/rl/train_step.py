@@ -52,6 +52,8 @@ class OptimizerConfig:
       raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
     if not (0 <= self.b1 < 1 and 0 <= self.b2 < 1):
       raise ValueError("b1 and b2 must be in [0, 1)")
+    if not self.eps > 0:
+      raise ValueError(f"eps must be > 0, got {self.eps}")
     if self.weight_decay < 0 or self.max_grad_norm <= 0:
       raise ValueError("weight_decay must be >= 0 and max_grad_norm > 0")
     if self.schedule not in ("constant", "cosine"):

@@ -43,7 +43,7 @@ checks every field with a clear error (before any model is built), and the launc
              ref_model_path (the KL reference: '' = the model RL starts from, i.e. the SFT model after a warm
              start, else model.path; or an HF dir), teachers (opd only: data-env label -> teacher HF dir),
              entropy_coef, router_aux_coef (MoE models: weight of the load-balancing loss; 0 = off)
-  optim      learning_rate, warmup_steps, schedule, weight_decay, b1, b2, max_grad_norm
+  optim      learning_rate, warmup_steps, schedule, weight_decay, b1, b2, eps, max_grad_norm
   train      seq_len T, num_microbatches, pack (sequence packing vs one episode per row)
   eval       every (steps; 0 = never), at_start, at_end, num_packs, pack_size, packing (cod | ralph_sample |
              ralph_full: the Ralph loop repeats one task at every position), temperature, top_p, envs (default:
@@ -162,7 +162,8 @@ def base_config() -> ml_collections.ConfigDict:
       eps_high=0.2, dual_clip=0.0, aggregation="token-mean", kl_type="", kl_coef=0.0, ref_model_path="",
       entropy_coef=0.0, router_aux_coef=0.0, teachers={}))
   c.optim = ml_collections.ConfigDict(dict(learning_rate=1e-6, warmup_steps=0, schedule="constant",
-                                           weight_decay=0.01, b1=0.9, b2=0.999, max_grad_norm=1.0))
+                                           weight_decay=0.01, b1=0.9, b2=0.999, eps=1e-8,
+                                           max_grad_norm=1.0))
   c.train = ml_collections.ConfigDict(dict(seq_len=4096, num_microbatches=1, pack=True))
   c.eval = ml_collections.ConfigDict(dict(every=0, at_start=False, at_end=True, num_packs=8, pack_size=8,
                                           packing="cod", temperature=1.0, top_p=1.0, split="test", envs={},
@@ -190,7 +191,8 @@ def optimizer_config(o: ml_collections.ConfigDict, total_steps: int = 0) -> Opti
   """The ``optim`` block as the train step's ``OptimizerConfig`` (also what the memory plan sizes)."""
   return OptimizerConfig(learning_rate=float(o.learning_rate), warmup_steps=int(o.warmup_steps),
                          schedule=str(o.schedule), weight_decay=float(o.weight_decay), b1=float(o.b1),
-                         b2=float(o.b2), max_grad_norm=float(o.max_grad_norm), total_steps=int(total_steps))
+                         b2=float(o.b2), eps=float(o.eps), max_grad_norm=float(o.max_grad_norm),
+                         total_steps=int(total_steps))
 
 
 def step_config(cfg: ml_collections.ConfigDict) -> StepConfig:
@@ -410,6 +412,8 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(o.learning_rate > 0, f"optim.learning_rate must be > 0, got {o.learning_rate}")
   _req(o.warmup_steps >= 0 and o.weight_decay >= 0 and o.max_grad_norm > 0, "optim: bad warmup/decay/clip")
   _req(o.schedule in ("constant", "cosine"), "optim.schedule must be 'constant' or 'cosine'")
+  _req(0 <= o.b1 < 1 and 0 <= o.b2 < 1, f"optim.b1 and optim.b2 must be in [0, 1), got {o.b1}, {o.b2}")
+  _req(o.eps > 0, f"optim.eps (Adam's denominator floor) must be > 0, got {o.eps}")
   t = c.train
   _req(isinstance(t.seq_len, int) and t.seq_len >= 2, "train.seq_len must be an int >= 2")
   _req(t.seq_len >= r.max_prompt_tokens, "train.seq_len must be >= rollout.max_prompt_tokens (an episode is one "

@@ -23,6 +23,8 @@ def _cfg(**over):
     ("algorithm.kl_coef", 0.1, "kl_type"),
     ("algorithm.red_t_min", 200.0, "red_t_min"),
     ("optim.learning_rate", -1e-6, "optim.learning_rate"),
+    ("optim.eps", 0.0, "optim.eps"),
+    ("optim.b2", 1.0, "optim.b1 and optim.b2"),
     ("model.dtype", "float8", "model.dtype"),
     ("model.preset", "qwen3-7b", "exactly one of"),
     ("mesh.tensor", 0, "mesh.tensor"),
@@ -140,3 +142,24 @@ def test_hybrid_models_on_vllm_cpu_are_refused_with_the_reason():
   validate(c)
   with pytest.raises(ConfigError, match="model.tiny.preset"):
     validate(_cfg(**{"model.make_tiny": True, "model.tiny.preset": "qwen3.6-27b"}))
+
+
+def test_adam_eps_reaches_the_optimizer():
+  """``optim.eps`` is Adam's denominator floor: the first update of a gradient g is -lr * g / (|g| + eps)
+  (bias-corrected moments m = g, v = g^2), so a floor above |g| turns the sign-like first step into a
+  gradient-proportional one."""
+  import jax.numpy as jnp
+  import numpy as np
+
+  from codjax.rl.train_step import make_optimizer
+  from codjax.train.config import optimizer_config
+
+  c = _cfg(**{"optim.learning_rate": 1e-3, "optim.eps": 1e-4, "optim.weight_decay": 0.0})
+  validate(c)
+  o = optimizer_config(c.optim)
+  assert o.eps == 1e-4
+  g = np.array([3e-5, -2e-4, 1e-6], np.float32)
+  tx = make_optimizer(o)
+  params = {"w": jnp.zeros(3)}
+  updates, _ = tx.update({"w": jnp.asarray(g)}, tx.init(params), params)
+  np.testing.assert_allclose(np.asarray(updates["w"]), -1e-3 * g / (np.abs(g) + 1e-4), rtol=1e-5)
