@@ -8,6 +8,9 @@ bookkeeping, environment steps included). Every engine runs the same packs at te
 time (median over rounds). Engines:
 
 * ``jax``: ``JaxEngine`` with per-episode sessions (prefix reuse: each turn prefills only the new tokens);
+* ``jax_stream``: the same engine under continuous batching (``EngineBackend(continuous=True)``: episodes
+  advance independently, no lock step; replies seeded per episode and turn, so its tokens differ from
+  ``jax``'s draws);
 * ``jax_reprefill``: the same engine without sessions (the whole conversation is prefilled every turn);
 * ``hf``: ``transformers`` ``generate`` (left-padded batch, KV cache within a call, logprobs from the
   processed scores; the whole conversation is prefilled every turn);
@@ -51,7 +54,7 @@ CONFIGS = {
     "mid": dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=6, num_attention_heads=6,
                 num_key_value_heads=2, head_dim=64, vocab=1024),
 }
-ENGINES = ("jax", "jax_reprefill", "hf", "vllm")
+ENGINES = ("jax", "jax_stream", "jax_reprefill", "hf", "vllm")
 
 _CONFIGS = flags.DEFINE_list("configs", ["tiny", "mid"], f"model configs: {sorted(CONFIGS)}")
 _ENGINES = flags.DEFINE_list("engines", list(ENGINES), f"engines: {ENGINES}")
@@ -146,6 +149,15 @@ def build_checkpoint(name: str, out_dir: str, max_tokens: int) -> str:
 
 # -- engines -------------------------------------------------------------------------------------------------
 
+class Streaming:
+  """The JAX engine under continuous batching: ``rollout`` drives it through ``EngineBackend(continuous=True)``
+  (``run_streaming``: an episode's next turn is submitted as soon as its reply is back; replies keyed per
+  episode and turn)."""
+
+  def __init__(self, engine):
+    self.engine = engine
+
+
 class NoSessions:
   """An engine seen without sessions: every request prefills its whole conversation."""
 
@@ -230,7 +242,12 @@ def rollout(engine, tok):
   from codjax.agents.token_backend import EngineBackend
 
   packs, settings, params = workload(tok)
-  backend = EngineBackend(engine, tok, params, max_prompt_tokens=MAX_SEQ - _MAX_TOKENS.value - 1, seed=SEED)
+  limit = MAX_SEQ - _MAX_TOKENS.value - 1
+  if isinstance(engine, Streaming):
+    backend = EngineBackend(engine.engine, tok, params, max_prompt_tokens=limit, seed=SEED, seed_by="episode",
+                            continuous=True)
+  else:
+    backend = EngineBackend(engine, tok, params, max_prompt_tokens=limit, seed=SEED)
   trajs = run_cod(backend, packs, _REPEATS.value, settings)
   counts = [n for t in trajs for e in t.episodes() for n in e.response_token_counts]
   return sum(counts), len(counts)
@@ -252,6 +269,15 @@ def greedy_tokens(engine, tok) -> list[list[int]]:
   from codjax.rollout.base import SamplingParams
 
   params = SamplingParams(temperature=0.0, max_tokens=GREEDY_CHECK_TOKENS)  # no stop: full length
+  if isinstance(engine, Streaming):  # submitted one by one, the later ones joining mid-decode
+    eng, got = engine.engine, {}
+    ids = []
+    for p in first_prompts(tok):
+      ids.append(eng.submit(p, params))
+      got.update(eng.poll() if len(ids) == 2 else [])
+    while eng.in_flight():
+      got.update(eng.poll())
+    return [got[i].token_ids for i in ids]
   return [c.token_ids for c in engine.generate(first_prompts(tok), params)]
 
 
@@ -326,6 +352,9 @@ def bench_config(name: str, ckpt_dir: str) -> list[list]:
   runners, stats_of = {}, {}
   if "jax" in _ENGINES.value:
     runners["jax"] = stats_of["jax"] = JaxEngine(model, max_slots=slots, max_seq_len=MAX_SEQ, seed=SEED)
+  if "jax_stream" in _ENGINES.value:
+    eng = JaxEngine(model, max_slots=slots, max_seq_len=MAX_SEQ, seed=SEED)
+    runners["jax_stream"], stats_of["jax_stream"] = Streaming(eng), eng
   if "jax_reprefill" in _ENGINES.value:
     eng = JaxEngine(model, max_slots=slots, max_seq_len=MAX_SEQ, seed=SEED)
     runners["jax_reprefill"], stats_of["jax_reprefill"] = NoSessions(eng), eng

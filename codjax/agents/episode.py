@@ -1,4 +1,4 @@
-"""Episodes and the lock-step episode runner.
+"""Episodes and the episode runners (lock step; streaming, for continuous batching: ``run_streaming``).
 
 An ``Episode`` is one conversation with one environment (a solve-task episode) or one single-turn
 update-context episode. Many episodes advance in lock step: each turn, the runner gathers the active
@@ -186,15 +186,64 @@ def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int
         on_done(i)
 
 
+def run_streaming(backend, workflows: Sequence[Workflow], max_polls: int = 10_000_000,
+                  on_done: Callable[[int], None] | None = None) -> int:
+  """``run_lockstep`` without the lock step, over a streaming backend (``submit(episode)`` queues an episode's
+  next reply, ``poll()`` returns ``(episode, text)`` of replies that finished): a workflow's next episode turn
+  is submitted as soon as its reply came back and its environment stepped, while the other episodes keep
+  decoding (continuous batching). At most ``backend.max_concurrent`` workflows are live at once (a waiting
+  one starts when another finishes); ``on_done(i)`` as in ``run_lockstep``. Returns the number of polls."""
+  limit = getattr(backend, "max_concurrent", None) or max(1, len(workflows))
+  if on_done is not None:
+    for i in [i for i, w in enumerate(workflows) if w.active_episode() is None]:
+      on_done(i)
+  waiting = [i for i, w in enumerate(workflows) if w.active_episode() is not None][::-1]
+  owner: dict[int, tuple[int, Workflow]] = {}
+
+  def start(i: int) -> None:
+    ep = workflows[i].active_episode()
+    owner[id(ep)] = (i, workflows[i])
+    backend.submit(ep)
+
+  while waiting and len(owner) < limit:
+    start(waiting.pop())
+  polls = 0
+  while owner:
+    if polls >= max_polls:
+      raise RuntimeError(f"streaming runner exceeded {max_polls} polls; a workflow does not terminate")
+    results = backend.poll()
+    polls += 1
+    if not results:
+      raise RuntimeError(f"streaming backend returned nothing with {len(owner)} episodes in flight")
+    for ep, text in results:
+      i, w = owner.pop(id(ep))
+      ep.add_message("assistant", text)
+      ep.num_turns += 1
+      w.on_response(text)
+      nxt = w.active_episode()
+      if nxt is not ep:
+        backend.release(ep)
+      if nxt is None:
+        if on_done is not None:
+          on_done(i)
+        if waiting:
+          start(waiting.pop())
+      else:
+        start(i)
+  return polls
+
+
 def run_repeats(backend: Backend, packs: Sequence, repeats: int, make_workflow,
                 on_done: Callable[[int, Any], None] | None = None) -> list:
-  """``make_workflow(pack, g)`` for ``repeats`` repeats of every pack, run in lock step; returns the
+  """``make_workflow(pack, g)`` for ``repeats`` repeats of every pack, run in lock step (``run_lockstep``), or
+  with continuous batching (``run_streaming``) over a backend whose ``streaming`` is true; returns the
   workflows' results pack-major (trajectory ``k * repeats + g`` is repeat g of ``packs[k]``).
-  ``on_done(j, result)`` receives trajectory j as soon as it is finished (``run_lockstep``)."""
+  ``on_done(j, result)`` receives trajectory j as soon as it is finished."""
   if repeats < 1:
     raise ValueError(f"repeats must be >= 1, got {repeats}")
   flows = [make_workflow(p, g) for p in packs for g in range(repeats)]
-  run_lockstep(backend, flows, on_done=None if on_done is None else lambda j: on_done(j, flows[j].result()))
+  run = run_streaming if getattr(backend, "streaming", False) else run_lockstep
+  run(backend, flows, on_done=None if on_done is None else lambda j: on_done(j, flows[j].result()))
   return [f.result() for f in flows]
 
 

@@ -107,14 +107,24 @@ class EngineBackend(_TokenRecorder):
   seed the engine's own key stream is used (``seed_by="call"`` only)."""
 
   def __init__(self, engine, tokenizer, params: SamplingParams, *, max_prompt_tokens: int = 8192,
-               template_kwargs: dict | None = None, seed: int | None = None, seed_by: str = "call"):
+               template_kwargs: dict | None = None, seed: int | None = None, seed_by: str = "call",
+               continuous: bool = False):
     if seed_by not in SEED_BY:
       raise ValueError(f"seed_by must be one of {SEED_BY}, got {seed_by!r}")
     if params.seeds is not None:
       raise ValueError("EngineBackend sets the per-request seeds itself; pass params without seeds")
+    if continuous and not (hasattr(engine, "submit") and hasattr(engine, "poll")):
+      raise ValueError(f"continuous batching needs an engine with submit/poll (JaxEngine), got {type(engine).__name__}")
+    if continuous and seed_by != "episode":
+      raise ValueError("continuous batching has no engine calls to seed: use seed_by='episode' (each reply "
+                       "keyed by its episode and turn)")
     super().__init__(tokenizer, max_prompt_tokens, template_kwargs)
     self.seed_by = seed_by
     self.engine = engine
+    # continuous batching: run_repeats drives this backend through submit/poll (run_streaming)
+    self.streaming = bool(continuous)
+    self._inflight: dict[int, Episode] = {}
+    self._ready: list[tuple[Episode, str]] = []
     # one engine session per live episode: never more live episodes than the engine has cache slots
     self.max_concurrent = getattr(engine, "max_slots", None)
     stops = tuple(params.stop_token_ids) or (self.eos_id,)
@@ -150,6 +160,30 @@ class EngineBackend(_TokenRecorder):
       limit = min(self.params.max_tokens, self.max_prompt_tokens - len(ep.tokens))
       texts[i] = self._record(ep, list(comp.token_ids), list(comp.logprobs), limit)
     return texts
+
+  # -- continuous batching (codjax.agents.episode.run_streaming) ---------------------------------------------
+  def submit(self, ep: Episode) -> None:
+    """Queues ``ep``'s next reply on the engine, seeded with ``episode_turn_seed(seed, ep)`` (the seed
+    ``respond`` gives it with ``seed_by="episode"``, so both paths draw the same keys)."""
+    if not self._prepare([ep]):
+      self._ready.append((ep, ""))  # the prompt budget is exhausted: the workflow ends the episode
+      return
+    params = dataclasses.replace(self.params, seed=None, seeds=None,
+                                 max_tokens=max(1, min(self.params.max_tokens, self.max_prompt_tokens - len(ep.tokens))))
+    seed = None if self.seed is None else episode_seeds(self.seed, [ep])[0]
+    rid = self.engine.submit(ep.tokens, params, session_id=ep.backend_state.session, seed=seed)
+    self._inflight[rid] = ep
+
+  def poll(self) -> list[tuple[Episode, str]]:
+    """The replies that finished since the last poll (``(episode, text)``), recorded as ``respond`` does."""
+    out, self._ready = self._ready, []
+    if out or not self._inflight:
+      return out
+    for rid, comp in self.engine.poll():
+      ep = self._inflight.pop(rid)
+      limit = min(self.params.max_tokens, self.max_prompt_tokens - len(ep.tokens))
+      out.append((ep, self._record(ep, list(comp.token_ids), list(comp.logprobs), limit)))
+    return out
 
   def release(self, episode: Episode) -> None:
     st = episode.backend_state

@@ -21,6 +21,12 @@ Each ``generate`` call:
      on a stop token or its token budget; the loop exits when at most half of its power-of-two batch is
      still going, and those rows continue in the next, smaller batch (a "phase"; their last sampled token
      is fed first), so finished rows stop costing compute (``stats["decode_phases"]`` counts phases).
+Continuous batching (``submit`` / ``poll``, driven by ``codjax.agents.episode.run_streaming``): requests
+enter and leave the decode batch one by one. A request's prompt suffix except its last token is prefilled when
+it joins; each decode kernel then feeds every row's pending token (the prompt's last token, or the last token it
+sampled) and samples the next, and exits once a given number of rows stopped, so the caller can step that
+episode's environment and submit its next turn while the others keep their place. Same keys, same replies as
+``generate`` with per-request seeds.
 Sampling keys are per row and per token, so a reply's draws depend on its own key alone, never on the other
 requests of the call, their order, the batch size, the padding or the phases: request r has a row key,
 ``jax.random.key(params.seeds[r])`` with per-request seeds, else ``fold_in(call_key, r)`` (call_key =
@@ -86,6 +92,20 @@ class _Session:
   last_used: int = 0
 
 
+@dataclasses.dataclass
+class _StreamRow:
+  """A request in flight under continuous batching: its reply so far and the token it feeds next."""
+  rid: int
+  sid: int
+  session: _Session
+  prompt: list[int]
+  key_data: np.ndarray  # uint32 key data of the request's row key
+  budget: int  # tokens it may generate in all
+  fresh: bool = True  # its prompt suffix is not prefilled yet
+  gen: list[int] = dataclasses.field(default_factory=list)
+  lps: list[float] = dataclasses.field(default_factory=list)
+
+
 class JaxEngine:
   """KV-cache sampler over a codjax ``Qwen3`` (see module docstring)."""
 
@@ -129,7 +149,14 @@ class JaxEngine:
     self._clock = 0
     self._anon = 0
     self.stats = {"prefill_tokens": 0, "reused_tokens": 0, "generated_tokens": 0, "calls": 0, "evictions": 0,
-                  "decode_phases": 0}
+                  "decode_phases": 0, "stream_decodes": 0}
+    # continuous batching (submit / poll): the requests in flight, their shared sampling settings, kernels
+    self._stream: list[_StreamRow] = []
+    self._stream_sig: tuple | None = None
+    self._stream_params: SamplingParams | None = None
+    self._stream_fns: dict[tuple, object] = {}
+    self._zeros_h: dict[int, jax.Array] = {}
+    self._next_rid = 0
 
   # -- jitted kernels ------------------------------------------------------------------------------------
   def _length_bucket(self, end: int) -> int:
@@ -233,6 +260,8 @@ class JaxEngine:
     return sid, s
 
   def end_session(self, session_id: int) -> None:
+    if any(r.sid == session_id for r in self._stream):
+      raise RuntimeError(f"session {session_id} has a request in flight; poll it to completion first")
     s = self._sessions.pop(session_id, None)
     if s is not None and s.slot is not None:
       self._free.append(s.slot)
@@ -356,19 +385,28 @@ class JaxEngine:
 
   def _decode_fn(self, bb: int, max_new: int, top_k: int, greedy: bool, n_stop: int, length: int):
     """The jitted decode kernel for these static shapes (compiled once per signature)."""
-    sig = (bb, max_new, top_k, greedy, n_stop, length)
-    if sig not in self._decode_fns:
-      self._decode_fns[sig] = jax.jit(functools.partial(self._decode_impl, max_new=max_new, top_k=top_k,
-                                                        greedy=greedy, length=length), donate_argnums=(1,))
-    return self._decode_fns[sig]
+    return self._kernel(self._decode_fns, self._decode_impl, bb, max_new, top_k, greedy, n_stop, length)
 
-  def _prefill_rows(self, slots: Sequence[int], starts: Sequence[int], suffixes: Sequence[Sequence[int]]):
+  @staticmethod
+  def _kernel(cache: dict, impl, bb: int, max_new: int, top_k: int, greedy: bool, n_stop: int, length: int):
+    """``impl`` jitted for one signature of static shapes, kept in ``cache`` (the engine's cache donated)."""
+    sig = (bb, max_new, top_k, greedy, n_stop, length)
+    if sig not in cache:
+      cache[sig] = jax.jit(functools.partial(impl, max_new=max_new, top_k=top_k, greedy=greedy, length=length),
+                           donate_argnums=(1,))
+    return cache[sig]
+
+  def _prefill_rows(self, slots: Sequence[int], starts: Sequence[int], suffixes: Sequence[Sequence[int]],
+                    want_hidden: bool = True):
     """Writes ``suffixes[r]`` into cache slot ``slots[r]`` from position ``starts[r]`` and returns the last
-    token's final hidden state per row [R, D]. Chunks of a bucketed length; rows are grouped by suffix-length
-    bucket so a short next-turn suffix is never padded to a long one, and a chunk runs only the rows that
-    still have tokens in it."""
-    last_h = jax.device_put(jnp.zeros((len(suffixes), self.cfg.hidden_size), self.cfg.jnp_dtype),
-                            self._row_sharding)
+    token's final hidden state per row [R, D] (None with ``want_hidden=False``: then no array depends on the
+    number of rows R, so no eager op compiles for a new R). Chunks of a bucketed length; rows are grouped by
+    suffix-length bucket so a short next-turn suffix is never padded to a long one, and a chunk runs only the
+    rows that still have tokens in it."""
+    last_h = None
+    if want_hidden:
+      last_h = jax.device_put(jnp.zeros((len(suffixes), self.cfg.hidden_size), self.cfg.jnp_dtype),
+                              self._row_sharding)
     groups: dict[int, list[int]] = {}
     for i, x in enumerate(suffixes):
       groups.setdefault(_bucket(len(x), self.chunk_buckets), []).append(i)
@@ -393,17 +431,193 @@ class JaxEngine:
           slots_a[r] = slots[i]
           if done_tokens <= len(suffixes[i]) - 1 < done_tokens + c:
             last_idx[r] = len(suffixes[i]) - 1 - done_tokens
+        length = self._length_bucket(int(cstart.max()) + c)
+        if not want_hidden:
+          self._cache, _ = self._prefill_fn(self._params, self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
+                                            jnp.asarray(cstart), jnp.asarray(np.full((ba,), -1, np.int32)),
+                                            self._zero_hidden(ba), jnp.asarray(valid), length=length)
+          done_tokens += c
+          continue
         idx = jnp.asarray(np.array(active + [active[0]] * (ba - len(active)), np.int32))
         self._cache, h = self._prefill_fn(self._params, self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
                                           jnp.asarray(cstart), jnp.asarray(last_idx), self._rows(last_h, idx),
-                                          jnp.asarray(valid), length=self._length_bucket(int(cstart.max()) + c))
+                                          jnp.asarray(valid), length=length)
         last_h = last_h.at[idx[:len(active)]].set(h[:len(active)])
         done_tokens += c
     return last_h
 
+  # -- continuous batching ------------------------------------------------------------------------------
+  def submit(self, prompt: Sequence[int], params: SamplingParams, session_id: int | None = None,
+             seed: int | None = None) -> int:
+    """Queues one request and returns its id; ``poll`` advances every request in flight and returns those
+    that finished. Requests enter and leave the decode batch independently (continuous batching): a caller
+    that submits an episode's next turn as soon as its reply comes back never waits for the other episodes'
+    replies. The reply's draws use ``jax.random.key(seed)`` (the row key ``generate`` gives a request with
+    ``SamplingParams.seeds``; token t drawn with ``fold_in(row_key, t)``), or a split of the engine's key when
+    ``seed`` is None, so a seeded request gets the same reply as through ``generate``. All requests in flight
+    share temperature, top-p, top-k and stop tokens (per-request ``seed``/``max_tokens`` may differ)."""
+    prompt = [int(t) for t in prompt]
+    if params.seeds is not None or params.seed is not None:
+      raise ValueError("submit takes its request's seed as the seed argument; pass params without seed/seeds")
+    if not prompt:
+      raise ValueError("empty prompt")
+    if len(prompt) >= self.max_seq_len:
+      raise ValueError(f"prompt of {len(prompt)} tokens does not fit max_seq_len={self.max_seq_len}")
+    sig = (float(params.temperature), float(params.top_p), int(params.top_k), tuple(params.stop_token_ids))
+    if self._stream and sig != self._stream_sig:
+      raise ValueError(f"requests in flight sample with (temperature, top_p, top_k, stop ids) = "
+                       f"{self._stream_sig}; this one asks for {sig}: poll them to completion first")
+    if len(self._stream) >= self.max_slots:
+      raise RuntimeError(f"JaxEngine: {len(self._stream)} requests in flight fill all max_slots={self.max_slots}")
+    busy = {r.sid for r in self._stream}
+    if session_id is not None and session_id in busy:
+      raise ValueError(f"session {session_id} already has a request in flight")
+    if seed is not None:
+      key = seed_keys([seed])[0]
+    else:
+      self._key, key = jax.random.split(self._key)
+    sid, sess = self._session(session_id, prompt, busy)
+    self.stats["reused_tokens"] += sess.cached_len
+    self.stats["prefill_tokens"] += len(prompt) - sess.cached_len
+    rid = self._next_rid
+    self._next_rid += 1
+    budget = min(self.max_seq_len - len(prompt), params.max_tokens)
+    self._stream.append(_StreamRow(rid, sid, sess, prompt,
+                                   np.asarray(jax.random.key_data(key), np.uint32), budget))
+    self._stream_sig = sig
+    self._stream_params = params
+    return rid
+
+  def in_flight(self) -> int:
+    return len(self._stream)
+
+  def poll(self, min_finished: int = 1) -> list[tuple[int, Completion]]:
+    """Advances the requests in flight until at least ``min_finished`` of them (or all, if fewer) finished;
+    returns ``(request id, Completion)`` of every finished one (``[]`` when none is in flight).
+
+    One poll: the new requests' prompt suffixes, all but their last token, are prefilled into their sessions'
+    cache slots (``_prefill_rows``); then one decode kernel runs every request in flight, each feeding its
+    pending token (the prompt's last token, or the last token it sampled) at its next position and sampling
+    the next one, until ``min_finished`` rows have stopped (stop token or budget). Rows still going keep their
+    pending token for the next poll, where newly submitted requests join them."""
+    if not self._stream:
+      return []
+    want = max(1, min(int(min_finished), len(self._stream)))
+    out: list[tuple[int, Completion]] = []
+    while len(out) < want and self._stream:
+      self._stream_prefill()
+      out += self._stream_decode(want - len(out))
+    return out
+
+  def _stream_prefill(self) -> None:
+    fresh = [r for r in self._stream if r.fresh]
+    rows = [r for r in fresh if len(r.prompt) - 1 > r.session.cached_len]
+    if rows:
+      self._prefill_rows([r.session.slot for r in rows], [r.session.cached_len for r in rows],
+                         [r.prompt[r.session.cached_len:-1] for r in rows], want_hidden=False)
+    for r in fresh:
+      r.fresh = False
+      r.session.tokens = list(r.prompt)
+      r.session.cached_len = len(r.prompt) - 1  # the last prompt token is fed by the decode kernel
+
+  def _stream_decode(self, want: int) -> list[tuple[int, Completion]]:
+    """One decode kernel over every row in flight, exiting once ``want`` of them stopped."""
+    params = self._stream_params
+    rows = self._stream
+    m, bb = len(rows), _pow2(len(rows))
+    pad = bb - m
+    pos = np.array([r.session.cached_len for r in rows] + [0] * pad, np.int32)
+    left = np.array([r.budget - len(r.gen) for r in rows] + [0] * pad, np.int32)
+    tok = np.array([(r.gen[-1] if r.gen else r.prompt[-1]) for r in rows] + [0] * pad, np.int32)
+    slots = np.array([r.session.slot for r in rows] + [0] * pad, np.int32)
+    offset = np.array([len(r.gen) for r in rows] + [0] * pad, np.int32)
+    keys = np.stack([r.key_data for r in rows] + [rows[0].key_data] * pad)
+    length = self._length_bucket(int((pos[:m] + left[:m]).max()))
+    # one output width per sampling setting (not per call's longest remaining budget): fewer kernel signatures
+    max_new = _pow2(min(int(params.max_tokens), self.max_seq_len), lo=8)
+    stop = np.array(list(params.stop_token_ids) or [-1], np.int32)
+    stop = np.pad(stop, (0, _pow2(len(stop)) - len(stop)), constant_values=-1)
+    fn = self._stream_fn(bb, max_new, params.top_k, params.greedy, int(stop.shape[0]), length)
+    self._cache, toks, lps, counts = fn(
+        self._params, self._cache, jnp.asarray(slots), jnp.asarray(tok), jnp.asarray(pos), jnp.asarray(left),
+        jnp.asarray(stop), jnp.asarray(keys), jnp.asarray(offset), jnp.float32(params.temperature),
+        jnp.float32(params.top_p), jnp.int32(m - want))
+    self.stats["stream_decodes"] += 1
+    toks, lps, counts = np.asarray(toks), np.asarray(lps), np.asarray(counts)
+    stops = set(params.stop_token_ids)
+    finished, going = [], []
+    for i, r in enumerate(rows):
+      c = int(counts[i])
+      r.gen += toks[i, :c].tolist()
+      r.lps += lps[i, :c].tolist()
+      r.session.cached_len += c  # fed tokens: the pending one and all sampled but the last
+      if r.gen and (r.gen[-1] in stops or len(r.gen) >= r.budget):
+        finish = "stop" if r.gen[-1] in stops else "length"
+        finished.append((r.rid, Completion(token_ids=list(r.gen), logprobs=list(r.lps), finish_reason=finish)))
+        self.stats["generated_tokens"] += len(r.gen)
+        r.session.tokens = r.prompt + r.gen
+        r.session.cached_len = len(r.session.tokens) - 1
+      else:
+        going.append(r)
+    self._stream = going
+    for r in rows:
+      if r not in going and r.sid < 0:  # an anonymous request's session ends with it
+        self.end_session(r.sid)
+    return finished
+
+  def _stream_fn(self, bb: int, max_new: int, top_k: int, greedy: bool, n_stop: int, length: int):
+    return self._kernel(self._stream_fns, self._stream_decode_impl, bb, max_new, top_k, greedy, n_stop, length)
+
+  def _stream_decode_impl(self, params, cache, slots_b, tok_b, pos_b, budget_b, stop_ids, key_data_b, offset_b,
+                          temperature, top_p, min_active, *, max_new: int, top_k: int, greedy: bool, length: int):
+    """Feed-then-sample decode on cache positions [0, length): iteration i feeds row b's pending token at
+    position ``pos_b[b] + i`` and draws token ``offset_b[b] + i`` of its reply with ``fold_in(key_b,
+    offset_b[b] + i)``; a row stops on a stop token or after ``budget_b[b]`` tokens (a row with budget 0, a
+    padding row, never runs). The loop exits once at most ``min_active`` rows are still going; returns the
+    cache, tokens [B, max_new], logprobs and per-row counts."""
+    model = nnx.merge(self._graphdef, params)
+    layers = model.split_layers()
+    head = model.decode_head()
+    window = model.cache_take(cache, slots_b, length)
+    sub = model.cache_layers(window)
+    keys_b = jax.random.wrap_key_data(key_data_b)
+    b = slots_b.shape[0]
+
+    def is_stop(tok):
+      return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
+
+    def cond(state):
+      i, _, _, _, _, done, _ = state
+      return (i < max_new) & (jnp.sum(~done) > min_active)
+
+    def body(state):
+      i, sub, tok, out_t, out_lp, done, n = state
+      active = ~done
+      hidden, sub = model.forward_cached_unrolled(tok[:, None], pos_b + i, layers, sub, active.astype(jnp.int32))
+      nt, nlp = sample_tokens(token_keys(keys_b, offset_b + i), model.decode_logits(hidden[:, 0], head),
+                              temperature, top_k, top_p, greedy)
+      out_t = out_t.at[:, i].set(jnp.where(active, nt, 0))
+      out_lp = out_lp.at[:, i].set(jnp.where(active, nlp, 0.0))
+      n = n + active.astype(jnp.int32)
+      done = done | (active & (is_stop(nt) | (n >= budget_b)))
+      return i + 1, sub, jnp.where(active, nt, tok), out_t, out_lp, done, n
+
+    state = (jnp.int32(0), sub, tok_b, jnp.zeros((b, max_new), jnp.int32), jnp.zeros((b, max_new), jnp.float32),
+             budget_b <= 0, jnp.zeros((b,), jnp.int32))
+    _, sub, _, out_t, out_lp, _, n = jax.lax.while_loop(cond, body, state)
+    cache = model.cache_put(cache, model.cache_stack(sub, window), slots_b, length)
+    return cache, out_t, out_lp, n
+
+  def _zero_hidden(self, b: int):
+    if b not in self._zeros_h:
+      self._zeros_h[b] = jax.device_put(jnp.zeros((b, self.cfg.hidden_size), self.cfg.jnp_dtype), self._row_sharding)
+    return self._zeros_h[b]
+
   def update_weights(self, model) -> None:
     """Uses (a copy of) the given model's parameters from now on; cached sessions are invalidated. The copy
     keeps the engine valid when a train step later donates the trainer's parameter buffers."""
+    if self._stream:
+      raise RuntimeError(f"update_weights with {len(self._stream)} requests in flight: poll them first")
     _, params = nnx.split(model, nnx.Param)
     params = jax.tree.map(jnp.copy, params)
     if self.mesh is not None:

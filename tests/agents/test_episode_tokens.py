@@ -425,3 +425,42 @@ def test_backend_rejects_injected_assistant_turns(tok):
   ep.add_message("user", "u2")
   with pytest.raises(RuntimeError, match="token in, token out"):
     backend.respond([ep])
+
+
+# -- continuous batching (EngineBackend(continuous=True) through run_streaming) -----------------------------
+
+def test_continuous_batching_gives_the_lockstep_episodes(engine, tok):
+  """The streaming runner submits an episode's next turn as soon as its reply is back (no lock step), yet
+  with the same per-episode seeds every episode gets the same messages, tokens, loss mask and logprobs as
+  under the lock-step runner, every slot is released, and episodes did overlap other episodes' turns
+  (fewer engine kernels than replies would need one by one is not asserted: the overlap is)."""
+  packs = chatter_packs(3)
+  params = SamplingParams(temperature=1.0, max_tokens=16)
+
+  def go(continuous):
+    b = EngineBackend(engine, tok, params, max_prompt_tokens=MAX_SEQ - 20, seed=5, seed_by="episode",
+                      continuous=continuous)
+    trajs = run_cod(b, packs, 2, CodSettings(protocol="compact"))
+    assert engine.num_sessions() == 0 and engine.in_flight() == 0
+    return {(e.pack_id, e.repeat_id, e.kind, e.position): e for t in trajs for e in t.episodes()}
+
+  before = engine.stats["stream_decodes"]
+  lock, stream = go(False), go(True)
+  assert engine.stats["stream_decodes"] > before
+  assert lock.keys() == stream.keys()
+  for k, e in lock.items():
+    s = stream[k]
+    assert s.messages == e.messages and s.tokens == e.tokens and s.loss_mask == e.loss_mask, k
+    np.testing.assert_allclose(s.logprobs, e.logprobs, atol=1e-5)
+  assert len({tuple(e.tokens) for e in stream.values()}) == len(stream)
+
+
+def test_continuous_batching_is_validated(engine, tok):
+  with pytest.raises(ValueError, match="seed_by='episode'"):
+    EngineBackend(engine, tok, SamplingParams(), seed=1, continuous=True)
+
+  class NoStream:
+    max_slots = 4
+
+  with pytest.raises(ValueError, match="submit/poll"):
+    EngineBackend(NoStream(), tok, SamplingParams(), seed=1, seed_by="episode", continuous=True)

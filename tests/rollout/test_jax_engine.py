@@ -271,6 +271,19 @@ def test_changing_seeds_and_batch_composition_does_not_recompile(model):
   eng.generate(SEEDED, sampled(SEEDS, max_tokens=6))  # warm-up
   eng.generate(SEEDED, SamplingParams(temperature=1.0, max_tokens=6, seed=8))
   eng.generate(SEEDED, SamplingParams(temperature=1.0, max_tokens=6))
+
+  def calls():
+    eng.generate(SEEDED[::-1], sampled((1, 2, 3), max_tokens=6))
+    eng.generate([[1, 2, 3, 4], [7, 7], list(range(100, 130))], sampled((4, 5, 6), max_tokens=6))
+    eng.generate(SEEDED[::-1], SamplingParams(temperature=1.0, max_tokens=6, seed=9))
+    eng.generate(SEEDED, SamplingParams(temperature=1.0, max_tokens=6))
+
+  compiles = compilations(calls)
+  assert not compiles, f"{len(compiles)} XLA compilations after warm-up"
+
+
+def compilations(fn) -> list[float]:
+  """The XLA backend compilations (seconds each) that running ``fn()`` triggers (``jax.monitoring``)."""
   compiles = []
 
   def count(event, secs, **kw):
@@ -279,13 +292,10 @@ def test_changing_seeds_and_batch_composition_does_not_recompile(model):
 
   jax.monitoring.register_event_duration_secs_listener(count)
   try:
-    eng.generate(SEEDED[::-1], sampled((1, 2, 3), max_tokens=6))
-    eng.generate([[1, 2, 3, 4], [7, 7], list(range(100, 130))], sampled((4, 5, 6), max_tokens=6))
-    eng.generate(SEEDED[::-1], SamplingParams(temperature=1.0, max_tokens=6, seed=9))
-    eng.generate(SEEDED, SamplingParams(temperature=1.0, max_tokens=6))
+    fn()
   finally:
     jax.monitoring.unregister_event_duration_listener(count)
-  assert not compiles, f"{len(compiles)} XLA compilations after warm-up"
+  return compiles
 
 
 def test_bad_per_request_seeds_raise_clear_errors(engine):
@@ -295,3 +305,103 @@ def test_bad_per_request_seeds_raise_clear_errors(engine):
     engine.generate(SEEDED[:1], sampled((-1,)))
   with pytest.raises(ValueError, match=r"\[0, 2\*\*32\)"):
     engine.generate(SEEDED[:1], sampled((2**32,)))
+
+
+# -- continuous batching: submit / poll -----------------------------------------------------------------------
+
+def drain(eng):
+  out = {}
+  while eng.in_flight():
+    got = eng.poll()
+    assert got, "poll returned nothing with requests in flight"
+    out.update(got)
+  return out
+
+
+def test_submit_poll_equals_generate_with_the_same_seeds(model, engine):
+  """Requests that enter while others are mid-reply (continuous batching) get the replies ``generate`` gives
+  them with the same per-request seeds: tokens, finish reasons, logprobs (1e-5), and the logprobs of the
+  trainer's forward (1e-4); a session's next turn reuses its prefix as under ``generate``."""
+  eng = JaxEngine(model, max_slots=8, max_seq_len=256, seed=0)
+  p = SamplingParams(temperature=1.0, max_tokens=20)
+  want = engine.generate(SEEDED, sampled(SEEDS))
+  first = eng.submit(SEEDED[0], p, session_id=1, seed=SEEDS[0])
+  got = dict(eng.poll())  # the first request runs alone until it finishes
+  assert first in got
+  ids = [first] + [eng.submit(q, p, session_id=2 + i, seed=s) for i, (q, s) in enumerate(zip(SEEDED[1:], SEEDS[1:]))]
+  got.update(drain(eng))
+  for rid, w in zip(ids, want):
+    assert_same_reply(got[rid], w)
+  for q, rid in zip(SEEDED, ids):
+    lp, _ = shifted_token_logprobs(model, jnp.asarray([q + got[rid].token_ids]), temperature=1.0)
+    np.testing.assert_allclose(np.asarray(lp[0, len(q):]), got[rid].logprobs, atol=1e-4)
+  # stopping rows leave, the rest continue; a joining request mid-way does not change anyone's reply
+  stop = next(t for k, t in enumerate(want[1].token_ids) if k >= 1 and t not in want[1].token_ids[:k])
+  eng2 = JaxEngine(model, max_slots=8, max_seq_len=256, seed=0)
+  ps = SamplingParams(temperature=1.0, max_tokens=20, stop_token_ids=(stop,))
+  ref = engine.generate(SEEDED, sampled(SEEDS, stop=(stop,)))
+  a = eng2.submit(SEEDED[1], ps, seed=SEEDS[1])
+  b = eng2.submit(SEEDED[2], ps, seed=SEEDS[2])
+  res = dict(eng2.poll())
+  c = eng2.submit(SEEDED[0], ps, seed=SEEDS[0])
+  res.update(drain(eng2))
+  for rid, w in zip((c, a, b), ref):
+    assert_same_reply(res[rid], w)
+  assert res[a].finish_reason == "stop" and eng2.num_sessions() == 0
+  # next turn of session 1: only the new tokens are prefilled
+  hist = SEEDED[0] + got[ids[0]].token_ids + [60, 61]
+  before = eng.stats["prefill_tokens"]
+  nxt = eng.submit(hist, p, session_id=1, seed=9)
+  turn2 = drain(eng)[nxt]
+  assert eng.stats["prefill_tokens"] - before == 2 + 1  # the last sampled token and the user turn
+  assert_same_reply(turn2, engine.generate([hist], sampled((9,)))[0])
+
+
+def test_submit_poll_does_not_recompile_across_batch_compositions(model):
+  """After a warm-up over the batch buckets, other seeds, other prompts of the same length buckets and other
+  arrival orders compile nothing (XLA compilations counted through ``jax.monitoring``)."""
+  eng = JaxEngine(model, max_slots=4, max_seq_len=256)
+  p = SamplingParams(temperature=1.0, max_tokens=6)
+
+  def wave(prompts, seeds, stagger):
+    for i, (q, s) in enumerate(zip(prompts, seeds)):
+      eng.submit(q, p, seed=s)
+      if stagger and i == 0:
+        eng.poll()
+    drain(eng)
+
+  for stagger in (False, True):
+    for n in (1, 2, 3, 4):
+      wave([SEEDED[i % 3] for i in range(n)], range(n), stagger)
+
+  def calls():
+    wave([SEEDED[2], [1, 2, 3, 4], [7, 7]], (11, 12, 13), True)
+    wave([list(range(100, 130)), SEEDED[0], SEEDED[1], [9] * 5], (1, 2, 3, 4), False)
+    wave([SEEDED[1]], (5,), False)
+
+  compiles = compilations(calls)
+  assert not compiles, f"{len(compiles)} XLA compilations after warm-up"
+
+
+def test_submit_rejects_bad_requests(model):
+  eng = JaxEngine(model, max_slots=2, max_seq_len=64)
+  p = SamplingParams(temperature=1.0, max_tokens=4)
+  with pytest.raises(ValueError, match="empty prompt"):
+    eng.submit([], p)
+  with pytest.raises(ValueError, match="does not fit"):
+    eng.submit([1] * 64, p)
+  with pytest.raises(ValueError, match="seed argument"):
+    eng.submit([1, 2], SamplingParams(seed=3))
+  eng.submit([1, 2], p, session_id=7)
+  with pytest.raises(ValueError, match="already has a request in flight"):
+    eng.submit([1, 2, 3], p, session_id=7)
+  with pytest.raises(ValueError, match="sample with"):
+    eng.submit([3, 4], SamplingParams(temperature=0.5, max_tokens=4))
+  eng.submit([3, 4], p)
+  with pytest.raises(RuntimeError, match="fill all max_slots"):
+    eng.submit([5, 6], p)
+  with pytest.raises(RuntimeError, match="in flight"):
+    eng.end_session(7)
+  with pytest.raises(RuntimeError, match="in flight"):
+    eng.update_weights(model)
+  assert len(drain(eng)) == 2 and eng.poll() == []
