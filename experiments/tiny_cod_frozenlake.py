@@ -47,7 +47,10 @@ def get_config():
   c.optim.learning_rate = 3e-4
   c.optim.warmup_steps = 2
   c.train.seq_len = 512
-  c.train.pack = False  # one episode per row, rows bucketed by length (cheaper attention on CPU)
+  # episodes packed into 512-token rows (fill ~0.85 instead of ~0.53 with one episode per row): the same losses
+  # to ~1e-9 and the same evaluation, RL train step ~5.3 s instead of ~6.5 s, peak RSS 3.5 instead of 4.4 GiB
+  # (benchmarks/README.md "Eager recompiles and packing")
+  c.train.pack = True
   c.train.num_microbatches = 4  # RL: 224 episodes per step in 4 slices, peak RSS 4.6 GB instead of 11.9 GB
   c.sft.steps = 2000
   c.sft.batch_size = 16

@@ -278,23 +278,29 @@ class JaxEngine:
       raise ValueError("session_ids must match prompts one to one")
     if session_ids is not None and len(set(session_ids)) != len(session_ids):
       raise ValueError("session_ids must be distinct within one generate call")
-    row_keys = self._row_keys(params, len(prompts))
+    seeds = params.request_seeds(len(prompts))
+    call_key = None
+    if seeds is None:
+      if params.seed is not None:
+        call_key = jax.random.key(params.seed)
+      else:
+        self._key, call_key = jax.random.split(self._key)
     out = []
     for i in range(0, len(prompts), self.max_slots):  # more requests than slots: runs of max_slots
       sl = slice(i, i + self.max_slots)
-      out += self._generate(prompts[sl], params, None if session_ids is None else session_ids[sl], row_keys[sl])
+      row_keys = self._row_keys(seeds, call_key, i, len(prompts[sl]))
+      out += self._generate(prompts[sl], params, None if session_ids is None else session_ids[sl], row_keys)
     return out
 
-  def _row_keys(self, params: SamplingParams, n: int):
-    """The [n] row keys of a call (module docstring): per-request seeds, else ``fold_in(call_key, r)``."""
-    seeds = params.request_seeds(n)
+  @staticmethod
+  def _row_keys(seeds, call_key, start: int, n: int):
+    """The row keys of the call's requests [start, start + n) (module docstring): per-request seeds, else
+    ``fold_in(call_key, r)``; as a [_pow2(n)] array whose rows past n are padding, so the eager ops that
+    make them compile once per power of two, not once per request count."""
+    npad = _pow2(n)
     if seeds is not None:
-      return seed_keys(seeds)
-    if params.seed is not None:
-      call_key = jax.random.key(params.seed)
-    else:
-      self._key, call_key = jax.random.split(self._key)
-    return indexed_keys(call_key, n)
+      return seed_keys(list(seeds[start:start + n]) + [0] * (npad - n))
+    return indexed_keys(call_key, npad, start)
 
   def _generate(self, prompts, params: SamplingParams, session_ids, row_keys) -> list[Completion]:
     """One run of at most ``max_slots`` requests; ``row_keys[r]`` keys request r's draws."""
@@ -373,7 +379,9 @@ class JaxEngine:
       if going:  # feed each continuing row's last sampled token: its K/V and the hidden state to sample from
         h = self._prefill_rows([slots[i] for i in going], [len(prompts[i]) + len(gen[i]) - 1 for i in going],
                                [[gen[i][-1]] for i in going])
-        last_h = last_h.at[jnp.asarray(np.array(going, np.int32))].set(h)
+        scratch = last_h.shape[0] - 1  # h's padding rows land on last_h's scratch row
+        idx = np.array(going + [scratch] * (h.shape[0] - len(going)), np.int32)
+        last_h = last_h.at[jnp.asarray(idx)].set(h)
       pending = going
     return gen, gen_lp
 
@@ -399,14 +407,16 @@ class JaxEngine:
   def _prefill_rows(self, slots: Sequence[int], starts: Sequence[int], suffixes: Sequence[Sequence[int]],
                     want_hidden: bool = True):
     """Writes ``suffixes[r]`` into cache slot ``slots[r]`` from position ``starts[r]`` and returns the last
-    token's final hidden state per row [R, D] (None with ``want_hidden=False``: then no array depends on the
-    number of rows R, so no eager op compiles for a new R). Chunks of a bucketed length; rows are grouped by
-    suffix-length bucket so a short next-turn suffix is never padded to a long one, and a chunk runs only the
-    rows that still have tokens in it."""
+    token's final hidden state per row as [_pow2(R + 1), D]: row r < R is suffix r's, the rest padding, the
+    last row a scratch row that padding rows of a chunk write to; padded so that the eager gathers and
+    scatters around the kernels compile once per power of two, not once per row count (None with
+    ``want_hidden=False``). Chunks of a bucketed length; rows are grouped by suffix-length bucket so a short
+    next-turn suffix is never padded to a long one, and a chunk runs only the rows that still have tokens in
+    it."""
     last_h = None
     if want_hidden:
-      last_h = jax.device_put(jnp.zeros((len(suffixes), self.cfg.hidden_size), self.cfg.jnp_dtype),
-                              self._row_sharding)
+      last_h = self._zero_hidden(_pow2(len(suffixes) + 1))
+      scratch = last_h.shape[0] - 1
     groups: dict[int, list[int]] = {}
     for i, x in enumerate(suffixes):
       groups.setdefault(_bucket(len(x), self.chunk_buckets), []).append(i)
@@ -438,11 +448,11 @@ class JaxEngine:
                                             self._zero_hidden(ba), jnp.asarray(valid), length=length)
           done_tokens += c
           continue
-        idx = jnp.asarray(np.array(active + [active[0]] * (ba - len(active)), np.int32))
+        idx = jnp.asarray(np.array(active + [scratch] * (ba - len(active)), np.int32))
         self._cache, h = self._prefill_fn(self._params, self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
                                           jnp.asarray(cstart), jnp.asarray(last_idx), self._rows(last_h, idx),
                                           jnp.asarray(valid), length=length)
-        last_h = last_h.at[idx[:len(active)]].set(h[:len(active)])
+        last_h = last_h.at[idx].set(h)
         done_tokens += c
     return last_h
 

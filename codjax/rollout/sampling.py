@@ -50,9 +50,11 @@ def seed_keys(seeds) -> jax.Array:
   return jax.vmap(jax.random.key)(jnp.asarray(np.array(seeds, np.uint32)))
 
 
-def indexed_keys(key, n: int) -> jax.Array:
-  """``fold_in(key, r)`` for r in [0, n), as one [n] key array (the row keys of a call keyed by ``key``)."""
-  return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, jnp.arange(n, dtype=jnp.uint32))
+def indexed_keys(key, n: int, start: int = 0) -> jax.Array:
+  """``fold_in(key, r)`` for r in [start, start + n), as one [n] key array (the row keys of a call keyed by
+  ``key``). ``start`` is a traced value: every start with one ``n`` runs the same compiled program."""
+  rows = jnp.arange(n, dtype=jnp.uint32) + jnp.asarray(start, jnp.uint32)
+  return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, rows)
 
 
 def token_keys(row_keys_b, index_b):

@@ -282,6 +282,32 @@ def test_changing_seeds_and_batch_composition_does_not_recompile(model):
   assert not compiles, f"{len(compiles)} XLA compilations after warm-up"
 
 
+def test_new_request_counts_within_a_power_of_two_do_not_recompile(model):
+  """The host-side row arrays of a call (row keys, last hidden states, their gathers and scatters) are padded
+  to powers of two: after calls of 5 and 8 requests, calls of 6 and 7 (either keying, other prompts of the
+  same length) compile nothing, and a padded call's replies are the ones each request gets alone."""
+  eng = JaxEngine(model, max_slots=8, max_seq_len=256)
+
+  def batch(n, base):
+    return [[(base + 13 * i + j) % 500 + 3 for j in range(6)] for i in range(n)]
+
+  for n in (5, 8):  # warm-up: one call of each keying per power-of-two bucket
+    eng.generate(batch(n, 0), sampled(tuple(range(n)), max_tokens=4))
+    eng.generate(batch(n, 0), SamplingParams(temperature=1.0, max_tokens=4, seed=1))
+  got = {}
+
+  def calls():
+    for n in (6, 7):
+      got[n] = eng.generate(batch(n, 40), sampled(tuple(range(100, 100 + n)), max_tokens=4))
+      eng.generate(batch(n, 80), SamplingParams(temperature=1.0, max_tokens=4, seed=2))
+
+  compiles = compilations(calls)
+  assert not compiles, f"{len(compiles)} XLA compilations after warm-up"
+  alone = JaxEngine(model, max_slots=8, max_seq_len=256)
+  for r, prompt in enumerate(batch(7, 40)):
+    assert_same_reply(got[7][r], alone.generate([prompt], sampled((100 + r,), max_tokens=4))[0])
+
+
 def compilations(fn) -> list[float]:
   """The XLA backend compilations (seconds each) that running ``fn()`` triggers (``jax.monitoring``)."""
   compiles = []

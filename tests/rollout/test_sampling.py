@@ -60,6 +60,8 @@ def test_seed_keys_are_jax_keys_of_the_seeds():
   base = jax.random.key(3)
   for r, k in enumerate(indexed_keys(base, 4)):
     np.testing.assert_array_equal(jax.random.key_data(k), jax.random.key_data(jax.random.fold_in(base, r)))
+  for r, k in enumerate(indexed_keys(base, 4, start=9)):  # a later run of one call's rows
+    np.testing.assert_array_equal(jax.random.key_data(k), jax.random.key_data(jax.random.fold_in(base, 9 + r)))
   for bad in (-1, 2**32):
     with pytest.raises(ValueError, match=r"\[0, 2\*\*32\)"):
       seed_keys([1, bad])
