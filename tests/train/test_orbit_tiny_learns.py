@@ -63,6 +63,8 @@ def test_committed_config_is_the_documented_one():
   assert [(e.name, e.preset) for e in cfg.eval.envs.values()] == [("maze", "compact")]
   assert (cfg.data.pack_size, cfg.eval.pack_size, cfg.eval.temperature) == (3, 3, 0.6)  # T = 3, paper's eval T
   assert cfg.eval.num_packs >= 200 and cfg.eval.at_start and cfg.eval.at_end
+  assert cfg.data.n_test >= cfg.eval.num_packs * cfg.eval.pack_size  # distinct held-out instances for every pack
+  assert cfg.rollout.temperature == cfg.eval.temperature  # RL samples at the evaluation temperature (docstring)
   assert (cfg.algorithm.loss, cfg.algorithm.eps_low, cfg.algorithm.eps_high) == ("ppo", 0.2, 0.28)
   assert cfg.algorithm.kl_coef == 0.0 and cfg.algorithm.entropy_coef == 0.0 and cfg.algorithm.grpo_normalize_std
   assert 0 < cfg.sft.expert_random_frac < 1 and cfg.sft.steps > 0
