@@ -4,10 +4,8 @@ ORBIT's claim (ORBIT paper Sec. 4, Table 2) is that a policy trained over multi-
 more often in later episodes of one hidden instance because it uses what it saw earlier, and that meta-RL
 widens that gap. On 2 CPU cores this config shows the first clearly (after SFT, Ep3 - Ep1 = +0.20 +- 0.02 on
 600 held-out instances), and with its seed 36 GRPO steps at the evaluation temperature raise the success
-count by +0.22 +- 0.06 (4 s.e., paired over the same instances and sampling seeds); but RL seeds 1 and 2
-from the same SFT model lower it (-0.04, -0.11: episode 1 gains, the replays of episodes 2-3 lose, and the
-policy's entropy rises during RL); at lr 2e-4 no seed loses but the gains are small for two of three (+0.08,
-+0.20, +0.04 for seeds 0-2), so RL's effect here is not yet robust (README "ORBIT that learns"):
+count by +0.22 +- 0.06 (4 s.e., paired over the same instances and sampling seeds); other RL seeds from the
+same SFT model do not repeat it (see the RL note below and the README's seed table, "ORBIT that learns"):
 
 * **Game: Maze with its ORBIT parameters** (6-7 side grids, shortest path 7-8, 9 moves per episode, T = 3
   episodes; codjax/envs/games/maze.py), trained and evaluated on disjoint instances. Maze is chosen because
