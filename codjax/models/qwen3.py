@@ -333,6 +333,11 @@ class TokenEmbeddings:
 class Qwen3(TokenEmbeddings, nnx.Module):
   """Dense Qwen3 causal LM (see module docstring). Parameters use shape-suffixed names."""
 
+  # Every parameter is cast to the compute dtype before it is used (the projections, the embedding gather,
+  # the output head and RMSNorm's scale), so a sampler may store them in that dtype: the same logits from half
+  # the bytes per decode step when parameters are float32 and compute bfloat16 (codjax.rollout.jax_engine).
+  PARAMS_CAST_TO_COMPUTE_BEFORE_USE = True
+
   def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, init_std: float = 0.02):
     self.cfg = cfg
     d, f, v, l = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers

@@ -106,6 +106,20 @@ class _StreamRow:
   lps: list[float] = dataclasses.field(default_factory=list)
 
 
+def sampling_params(model, params, copy: bool):
+  """The parameters the engine stores: floating leaves wider than the compute dtype in that dtype when ``model``
+  casts every parameter to it before use (``PARAMS_CAST_TO_COMPUTE_BEFORE_USE``, Qwen3), which leaves the logits unchanged
+  and halves the bytes a decode step reads for float32 parameters under bfloat16 compute (1.54x decode
+  tokens/s on an H200, benchmarks/README.md "On one H200"); otherwise the parameters themselves (a copy when
+  ``copy``)."""
+  dt = model.cfg.jnp_dtype
+  if getattr(type(model), "PARAMS_CAST_TO_COMPUTE_BEFORE_USE", False):
+    narrower = lambda x: jnp.issubdtype(x.dtype, jnp.floating) and jnp.dtype(dt).itemsize < x.dtype.itemsize
+    cast = lambda x: x.astype(dt) if narrower(x) else x
+    return jax.tree.map(lambda x: jnp.copy(x) if copy and cast(x) is x else cast(x), params)
+  return jax.tree.map(jnp.copy, params) if copy else params
+
+
 class JaxEngine:
   """KV-cache sampler over a codjax ``Qwen3`` (see module docstring)."""
 
@@ -119,6 +133,7 @@ class JaxEngine:
     self.mesh = mesh
     self.chunk_buckets = tuple(sorted(chunk_buckets))
     self._graphdef, params = nnx.split(model, nnx.Param)
+    params = sampling_params(model, params, copy=False)
     self._params = params
     n = max_slots + 1
     if mesh is not None:  # slots are sharded over the batch axes (data, fsdp, expert): round up to a multiple
@@ -629,7 +644,7 @@ class JaxEngine:
     if self._stream:
       raise RuntimeError(f"update_weights with {len(self._stream)} requests in flight: poll them first")
     _, params = nnx.split(model, nnx.Param)
-    params = jax.tree.map(jnp.copy, params)
+    params = sampling_params(model, params, copy=True)
     if self.mesh is not None:
       from codjax.models.axes import PARAM_LOGICAL_AXES
       from codjax.parallel.sharding import state_shardings

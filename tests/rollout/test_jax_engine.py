@@ -431,3 +431,39 @@ def test_submit_rejects_bad_requests(model):
   with pytest.raises(RuntimeError, match="in flight"):
     eng.update_weights(model)
   assert len(drain(eng)) == 2 and eng.poll() == []
+
+
+def test_bfloat16_compute_stores_bfloat16_params_with_identical_outputs(peaked_ckpt, monkeypatch):
+  """float32 parameters under bfloat16 compute: the engine keeps a bfloat16 copy (half the bytes a decode step
+  reads) and samples exactly what an engine holding the float32 parameters samples, before and after a weight
+  sync; the trainer's own parameters stay float32."""
+  from codjax.models.qwen3 import Qwen3
+
+  bf16 = from_pretrained(peaked_ckpt, dtype="bfloat16", param_dtype="float32")
+  params = lambda e: jax.tree.leaves(e._params)
+  cast = JaxEngine(bf16, max_slots=4, max_seq_len=128, seed=0)
+  assert {x.dtype for x in params(cast)} == {jnp.dtype(jnp.bfloat16)}
+  assert {x.dtype for x in jax.tree.leaves(nnx_params(bf16))} == {jnp.dtype(jnp.float32)}
+  with monkeypatch.context() as m:
+    m.setattr(Qwen3, "PARAMS_CAST_TO_COMPUTE_BEFORE_USE", False)
+    plain = JaxEngine(bf16, max_slots=4, max_seq_len=128, seed=0)
+    assert {x.dtype for x in params(plain)} == {jnp.dtype(jnp.float32)}
+  sp = SamplingParams(temperature=1.0, max_tokens=12, seed=5)
+  a, b = cast.generate(PROMPTS, sp), plain.generate(PROMPTS, sp)
+  assert [c.token_ids for c in a] == [c.token_ids for c in b] and len(set(a[0].token_ids)) > 3
+  assert [c.logprobs for c in a] == [c.logprobs for c in b]
+  other = from_pretrained(peaked_ckpt, dtype="bfloat16", param_dtype="float32")
+  other.q_ldnh[...] = other.q_ldnh[...] * 1.5
+  cast.update_weights(other)
+  with monkeypatch.context() as m:
+    m.setattr(Qwen3, "PARAMS_CAST_TO_COMPUTE_BEFORE_USE", False)
+    plain.update_weights(other)
+  assert {x.dtype for x in params(cast)} == {jnp.dtype(jnp.bfloat16)}
+  a2, b2 = cast.generate(PROMPTS, sp), plain.generate(PROMPTS, sp)
+  assert [c.logprobs for c in a2] == [c.logprobs for c in b2] and [c.logprobs for c in a2] != [c.logprobs for c in a]
+
+
+def nnx_params(model):
+  from flax import nnx
+
+  return nnx.state(model, nnx.Param)
