@@ -130,6 +130,18 @@ def async_unsupported(cfg, workflow) -> str | None:
   return None
 
 
+class RunDirInUse(ValueError):
+  """A fresh (not resumed) run was pointed at a run directory that holds another run's checkpoints."""
+
+
+def committed_checkpoint_steps(directory: str) -> list[int]:
+  """The committed orbax steps under ``directory`` (integer-named folders; orbax writes a step under a
+  temporary name and renames it when complete), without starting a checkpoint manager."""
+  if not os.path.isdir(directory):
+    return []
+  return sorted(int(n) for n in os.listdir(directory) if n.isdigit() and os.path.isdir(os.path.join(directory, n)))
+
+
 class Trainer:
   """Holds the model, optimizer, engine and run directory of one CoD-Train run."""
 
@@ -138,6 +150,11 @@ class Trainer:
     maybe_initialize_distributed()
     self.mesh = mesh_from_config(cfg.mesh)
     self.run_dir = os.path.abspath(cfg.run_dir)
+    if not resume and (steps := committed_checkpoint_steps(os.path.join(self.run_dir, "checkpoints"))):
+      # before anything is written: a fresh run here would overwrite config.json and metrics.jsonl and fail at
+      # its first save (orbax refuses an existing step) after minutes of work
+      raise RunDirInUse(f"run_dir {self.run_dir} already holds the checkpoints of a run (steps {steps}): pass "
+                        "--resume (Trainer(..., resume=True)) to continue it, or choose another run_dir")
     os.makedirs(self.run_dir, exist_ok=True)
     if multihost.is_primary():  # run files: process 0 only (codjax.parallel.multihost)
       with open(os.path.join(self.run_dir, "config.json"), "w") as f:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from codjax.train.checkpoint import CheckpointError, Checkpointer
-from codjax.train.loop import Trainer
+from codjax.train.loop import RunDirInUse, Trainer
 from codjax.train.metrics import read_jsonl
 
 pytestmark = pytest.mark.slow  # tiny end-to-end training runs (~120 s)
@@ -51,6 +51,12 @@ def test_resume_continues_exactly(tmp_path, tiny_train_model, train_config):
   full = _run(train_config(tmp_path / "full", tiny_train_model, total_steps=3))
   part = train_config(tmp_path / "part", tiny_train_model, total_steps=2)
   _run(part)
+  # the same command without --resume: refused before anything is written (it would overwrite the run's
+  # config.json and metrics.jsonl, then fail at its first save because orbax refuses an existing step)
+  files = {n: (tmp_path / "part" / n).read_bytes() for n in ("config.json", "metrics.jsonl")}
+  with pytest.raises(RunDirInUse, match=r"steps \[1, 2\]\): pass --resume"):
+    Trainer(train_config(tmp_path / "part", tiny_train_model, total_steps=3))
+  assert {n: (tmp_path / "part" / n).read_bytes() for n in files} == files
   resumed = _run(train_config(tmp_path / "part", tiny_train_model, total_steps=3), resume=True)
   a = [_comparable(r) for r in full if "train/loss" in r]
   b = [_comparable(r) for r in resumed if "train/loss" in r]
