@@ -205,6 +205,13 @@ class CodWorkflow(Workflow):
       return self._driver.episode
     return self._update_ep
 
+  def progress(self) -> float:
+    """Tasks solved over the pack's size (a task counts once its solve episode ended); 1 when finished."""
+    if self.active_episode() is None:
+      return 1.0
+    solved = self._pos + (1 if self._driver is None else 0)
+    return min(solved / self.pack.size, 0.999)
+
   def on_response(self, text: str) -> None:
     if self._driver is not None:
       ep = self._driver.episode
@@ -262,14 +269,14 @@ class CodWorkflow(Workflow):
 
 
 def run_cod(backend: Backend, packs: Sequence[Pack], repeats: int = 1,
-            settings: CodSettings | None = None, on_done=None) -> list[CodTrajectory]:
+            settings: CodSettings | None = None, on_done=None, on_progress=None) -> list[CodTrajectory]:
   """Rolls out ``repeats`` CoD trajectories of every pack in lock step; returns them pack-major.
 
   Trajectory ``k * repeats + g`` is repeat g of ``packs[k]``; ``on_done(j, trajectory)`` receives each one as
-  it finishes (``run_repeats``).
+  it finishes and ``on_progress(packs done)`` the progress (``run_repeats``).
   """
   settings = settings or CodSettings()
-  return run_repeats(backend, packs, repeats, lambda p, g: CodWorkflow(p, g, settings), on_done)
+  return run_repeats(backend, packs, repeats, lambda p, g: CodWorkflow(p, g, settings), on_done, on_progress)
 
 
 def run_text_packs(policy, family: EnvFamily, pack_seeds: Sequence[int], pack_size: int, *,

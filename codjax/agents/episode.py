@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import random
+import time
 from typing import Any, Callable, Protocol, Sequence
 
 from codjax.envs.base import StepResult, TaskEnv, Turn, derive_seed
@@ -138,14 +139,42 @@ class Workflow(abc.ABC):
   def on_response(self, text: str) -> None:
     """Consumes the assistant message for the active episode."""
 
+  def progress(self) -> float:
+    """How much of the workflow is done, in [0, 1]: 1 exactly when it is finished, below 1 before (progress
+    bars; workflows that know their plan report finer steps)."""
+    return 0.0 if self.active_episode() is not None else 1.0
+
+
+PROGRESS_INTERVAL_S = 0.25  # the runners' progress reports: at most one per this many seconds (and the last)
+
+
+class ProgressReporter:
+  """Calls ``on_progress(sum of the workflows' progress())`` at most every ``PROGRESS_INTERVAL_S`` seconds,
+  and always on ``final``: the runners' hook for a bar that moves while long episodes run (ORBIT's whole
+  trajectory is one conversation, so finished trajectories alone arrive all at once at the end)."""
+
+  def __init__(self, workflows: Sequence[Workflow], on_progress: Callable[[float], None] | None):
+    self.workflows, self.on_progress, self.interval = workflows, on_progress, PROGRESS_INTERVAL_S
+    self._last = float("-inf")
+
+  def __call__(self, final: bool = False) -> None:
+    if self.on_progress is None:
+      return
+    now = time.monotonic()
+    if final or now - self._last >= self.interval:
+      self._last = now
+      self.on_progress(float(sum(w.progress() for w in self.workflows)))
+
 
 def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int = 1_000_000,
-                 on_done: Callable[[int], None] | None = None) -> int:
+                 on_done: Callable[[int], None] | None = None,
+                 on_progress: Callable[[float], None] | None = None) -> int:
   """Advances all workflows until every one is finished; returns the number of backend calls.
 
   ``on_done(i)`` is called once for workflow ``workflows[i]`` right after the tick in which it finished (an
   evaluation saves that result before the next backend call, so an interrupted run keeps it), or before the
-  first tick for a workflow that starts finished.
+  first tick for a workflow that starts finished. ``on_progress(x)`` receives the summed ``progress()`` of
+  the workflows (in workflows) after ticks, throttled (``ProgressReporter``), and once at the end.
 
   A backend with a ``max_concurrent`` attribute (an engine with a fixed number of cache slots) is served at
   most that many episodes per call: the first ``max_concurrent`` unfinished workflows run, and a waiting one
@@ -153,6 +182,7 @@ def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int
   ``max_concurrent`` episodes ever hold per-episode backend state."""
   limit = getattr(backend, "max_concurrent", None)
   ticks = 0
+  report = ProgressReporter(workflows, on_progress)
   if on_done is not None:  # (a workflow may start finished)
     for i in [i for i, w in enumerate(workflows) if w.active_episode() is None]:
       on_done(i)
@@ -165,6 +195,7 @@ def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int
         if limit is not None and len(active) == limit:
           break
     if not active:
+      report(final=True)
       return ticks
     if ticks >= max_ticks:
       raise RuntimeError(f"lock-step runner exceeded {max_ticks} ticks; a workflow does not terminate")
@@ -184,16 +215,20 @@ def run_lockstep(backend: Backend, workflows: Sequence[Workflow], max_ticks: int
     if on_done is not None:
       for i in finished:
         on_done(i)
+    report()
 
 
 def run_streaming(backend, workflows: Sequence[Workflow], max_polls: int = 10_000_000,
-                  on_done: Callable[[int], None] | None = None) -> int:
+                  on_done: Callable[[int], None] | None = None,
+                  on_progress: Callable[[float], None] | None = None) -> int:
   """``run_lockstep`` without the lock step, over a streaming backend (``submit(episode)`` queues an episode's
   next reply, ``poll()`` returns ``(episode, text)`` of replies that finished): a workflow's next episode turn
   is submitted as soon as its reply came back and its environment stepped, while the other episodes keep
   decoding (continuous batching). At most ``backend.max_concurrent`` workflows are live at once (a waiting
-  one starts when another finishes); ``on_done(i)`` as in ``run_lockstep``. Returns the number of polls."""
+  one starts when another finishes); ``on_done(i)`` and ``on_progress(x)`` as in ``run_lockstep``. Returns
+  the number of polls."""
   limit = getattr(backend, "max_concurrent", None) or max(1, len(workflows))
+  report = ProgressReporter(workflows, on_progress)
   if on_done is not None:
     for i in [i for i, w in enumerate(workflows) if w.active_episode() is None]:
       on_done(i)
@@ -230,20 +265,25 @@ def run_streaming(backend, workflows: Sequence[Workflow], max_polls: int = 10_00
           start(waiting.pop())
       else:
         start(i)
+    report()
+  report(final=True)
   return polls
 
 
 def run_repeats(backend: Backend, packs: Sequence, repeats: int, make_workflow,
-                on_done: Callable[[int, Any], None] | None = None) -> list:
+                on_done: Callable[[int, Any], None] | None = None,
+                on_progress: Callable[[float], None] | None = None) -> list:
   """``make_workflow(pack, g)`` for ``repeats`` repeats of every pack, run in lock step (``run_lockstep``), or
   with continuous batching (``run_streaming``) over a backend whose ``streaming`` is true; returns the
   workflows' results pack-major (trajectory ``k * repeats + g`` is repeat g of ``packs[k]``).
-  ``on_done(j, result)`` receives trajectory j as soon as it is finished."""
+  ``on_done(j, result)`` receives trajectory j as soon as it is finished; ``on_progress(x)`` the work done so far
+  in packs (the workflows' summed ``progress()`` / repeats)."""
   if repeats < 1:
     raise ValueError(f"repeats must be >= 1, got {repeats}")
   flows = [make_workflow(p, g) for p in packs for g in range(repeats)]
   run = run_streaming if getattr(backend, "streaming", False) else run_lockstep
-  run(backend, flows, on_done=None if on_done is None else lambda j: on_done(j, flows[j].result()))
+  run(backend, flows, on_done=None if on_done is None else lambda j: on_done(j, flows[j].result()),
+      on_progress=None if on_progress is None else lambda x: on_progress(x / repeats))
   return [f.result() for f in flows]
 
 

@@ -365,7 +365,8 @@ def episode_record_of(run: TaskRun):
 
 
 def run_evoharness(backend: Backend, packs: Sequence[Pack], repeats: int, settings: HarnessSettings, bank=None,
-                   updates: int = 0, on_done=None) -> list[HarnessTrajectory]:
+                   updates: int = 0, on_done=None, on_progress=None) -> list[HarnessTrajectory]:
   """Rolls out ``repeats`` trajectories of every pack in lock step, each on a private copy of ``bank``;
   returns them pack-major (trajectory ``k * repeats + g`` is repeat g of ``packs[k]``)."""
-  return run_repeats(backend, packs, repeats, lambda p, g: HarnessWorkflow(p, g, settings, bank, updates), on_done)
+  return run_repeats(backend, packs, repeats, lambda p, g: HarnessWorkflow(p, g, settings, bank, updates), on_done,
+                     on_progress)

@@ -227,6 +227,18 @@ class OrbitWorkflow(Workflow):
   def active_episode(self) -> Episode | None:
     return None if self._finished else self.episode
 
+  def progress(self) -> float:
+    """Games played over the planned T, the running game counted by its share of the turn limit (the step
+    cap's share of steps with extra episodes); 1 when finished."""
+    if self._finished:
+      return 1.0
+    if self.step_cap:
+      return min(self.steps / self.step_cap, 0.999)
+    ended = sum(g.ended for g in self.games)
+    running = self.games[-1] if self.games and not self.games[-1].ended else None
+    part = min(running.turns / max(1, int(self._env.max_turns)), 1.0) if running is not None else 0.0
+    return min((ended + part) / self.pack.size, 0.999)
+
   def on_response(self, text: str) -> None:
     ep = self.episode
     if ep.budget_exhausted:
@@ -275,14 +287,14 @@ class OrbitWorkflow(Workflow):
 
 
 def run_orbit(backend: Backend, packs: Sequence[Pack], repeats: int = 1,
-              settings: OrbitSettings | None = None, on_done=None) -> list[OrbitTrajectory]:
+              settings: OrbitSettings | None = None, on_done=None, on_progress=None) -> list[OrbitTrajectory]:
   """Rolls out ``repeats`` ORBIT trajectories of every pack in lock step; returns them pack-major.
 
   Trajectory ``k * repeats + g`` is repeat g of ``packs[k]``; T is each pack's size. ``on_done(j, trajectory)``
-  receives each one as it finishes (``run_repeats``).
+  receives each one as it finishes and ``on_progress(packs done)`` the progress (``run_repeats``).
   """
   settings = settings or OrbitSettings()
-  return run_repeats(backend, packs, repeats, lambda p, g: OrbitWorkflow(p, g, settings), on_done)
+  return run_repeats(backend, packs, repeats, lambda p, g: OrbitWorkflow(p, g, settings), on_done, on_progress)
 
 
 def settings_from_config(block: Any) -> OrbitSettings:

@@ -111,15 +111,22 @@ def run_evaluation(cfg, backend_for: Callable[[EnvSpec], object], records: EvalR
     done = records.done(label) if records is not None else set()
     todo = [k for k in range(len(ps)) if k not in done]
     resumed[label] = len(ps) - len(todo)
-    bar = Progress(len(ps), resumed[label], enabled=progress and bool(todo), desc=f"eval {label}", unit="pack")
+    bar = Progress(len(ps), resumed[label], enabled=progress and bool(todo), desc=f"eval {label}", unit="pack",
+                   fractional=True)
+    finished = [0]  # packs finished in this call: the bar never shows less, whatever the workflow reports
 
-    def on_done(j, traj, label=label, ps=ps, todo=todo, bar=bar):
+    def on_done(j, traj, label=label, ps=ps, todo=todo, bar=bar, finished=finished):
       if records is not None:
         records.append(label, todo[j], ps[todo[j]], workflow.to_record(traj))
-      bar.update({})
+      finished[0] += 1
+      bar.advance_to(resumed[label] + finished[0])
+
+    def on_progress(x, label=label, bar=bar):  # fractional packs: long episodes move the bar as they run
+      bar.advance_to(resumed[label] + x)
 
     try:
-      trajs = workflow.rollout(backend_for(spec), [ps[k] for k in todo], 1, cfg, on_done=on_done) if todo else []
+      trajs = workflow.rollout(backend_for(spec), [ps[k] for k in todo], 1, cfg, on_done=on_done,
+                               on_progress=on_progress) if todo else []
     finally:
       bar.close()
     if records is not None:

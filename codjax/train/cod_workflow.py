@@ -47,8 +47,8 @@ class CodWorkflowSpec:
   name = "cod"
   unit = "position"  # compare's per_position: the pack position
 
-  def rollout(self, backend, packs, repeats, cfg, on_done=None):
-    return run_cod(backend, packs, repeats, cod_settings(cfg), on_done)
+  def rollout(self, backend, packs, repeats, cfg, on_done=None, on_progress=None):
+    return run_cod(backend, packs, repeats, cod_settings(cfg), on_done, on_progress)
 
   def score(self, trajs, cfg):
     a = cfg.algorithm

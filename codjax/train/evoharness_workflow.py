@@ -88,9 +88,10 @@ class EvoHarnessWorkflowSpec:
                          f"{label} is {e.name!r}")
 
   # -- rollouts -----------------------------------------------------------------------------------------
-  def rollout(self, backend, packs, repeats, cfg, on_done=None) -> list[HarnessTrajectory]:
+  def rollout(self, backend, packs, repeats, cfg, on_done=None, on_progress=None) -> list[HarnessTrajectory]:
     bank = load_bank(cfg)
-    return run_evoharness(backend, packs, repeats, harness_settings(cfg), bank, bank.updates, on_done)
+    return run_evoharness(backend, packs, repeats, harness_settings(cfg), bank, bank.updates, on_done,
+                          on_progress)
 
   def to_record(self, traj: HarnessTrajectory) -> dict:
     return traj.to_record()

@@ -102,18 +102,28 @@ def truncate_jsonl(path: str, keep_through: int) -> int:
 class Progress:
   """A tqdm bar (or nothing) that shows a few headline metrics."""
 
-  def __init__(self, total: int, initial: int = 0, enabled: bool = True, desc: str = "train", unit: str = "it"):
+  def __init__(self, total: int, initial: int = 0, enabled: bool = True, desc: str = "train", unit: str = "it",
+               fractional: bool = False):
     self._bar = None
     if enabled:
       from tqdm import tqdm
 
-      self._bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True)
+      # fractional (advance_to with partial units): the count shown with one decimal
+      fmt = ("{l_bar}{bar}| {n:.1f}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
+             if fractional else None)
+      self._bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True, bar_format=fmt)
 
   def update(self, metrics: dict[str, Any], keys=("reward_mean", "loss", "tok_per_s"), n: int = 1) -> None:
     if self._bar is None:
       return
     self._bar.set_postfix({k: f"{metrics[k]:.3g}" for k in keys if isinstance(metrics.get(k), (int, float))})
     self._bar.update(n)
+
+  def advance_to(self, value: float) -> None:
+    """Moves the bar forward to ``value`` (fractional units allowed; never backwards), so tqdm's rate and
+    estimate follow the work done."""
+    if self._bar is not None and value > self._bar.n + 1e-9:
+      self._bar.update(min(value, self._bar.total or value) - self._bar.n)
 
   def close(self) -> None:
     if self._bar is not None:

@@ -57,8 +57,8 @@ class OrbitWorkflowSpec:
     if cfg.algorithm.advantage != "grpo":
       raise ValueError(f"workflow 'orbit' needs algorithm.advantage='grpo', got {cfg.algorithm.advantage!r}")
 
-  def rollout(self, backend, packs, repeats, cfg, on_done=None) -> list[OrbitTrajectory]:
-    return run_orbit(backend, packs, repeats, orbit_settings(cfg), on_done)
+  def rollout(self, backend, packs, repeats, cfg, on_done=None, on_progress=None) -> list[OrbitTrajectory]:
+    return run_orbit(backend, packs, repeats, orbit_settings(cfg), on_done, on_progress)
 
   def to_record(self, traj: OrbitTrajectory) -> dict:
     return traj.to_record()

@@ -24,7 +24,8 @@ class Workflow(Protocol):
   name: str
   unit: str  # what compare's per_position entries index: a pack position (CoD) or an episode (ORBIT)
 
-  def rollout(self, backend, packs, repeats: int, cfg, on_done=None): ...
+  # on_done(j, trajectory) as each finishes; on_progress(packs done, fractional) for progress bars
+  def rollout(self, backend, packs, repeats: int, cfg, on_done=None, on_progress=None): ...
 
   def score(self, trajs, cfg): ...
 

@@ -291,3 +291,21 @@ def test_engine_token_record_of_a_multi_episode_conversation(tiny_ckpt):
                         max_prompt_tokens=first_prompt + 10, seed=1)
   for t in run_orbit(small, [pack], 2, OrbitSettings(extra_episodes=False)):
     assert t.overflow and t.reward == 0.0 and len(t.games) == 2 and not t.games[-1].ended
+
+
+@pytest.mark.parametrize("extra", [False, True])
+def test_progress_moves_while_trajectories_run(extra, monkeypatch):
+  """A progress bar over ORBIT rollouts: every trajectory is one conversation, so trajectories finish together
+  at the end; on_progress reports the games played (and the running game's share of its turn limit) as they
+  happen, never backwards, and exactly the pack count at the end. The same for repeats (in packs)."""
+  import codjax.agents.episode as episode_mod
+
+  monkeypatch.setattr(episode_mod, "PROGRESS_INTERVAL_S", 0.0)  # a report after every tick
+  packs = packs_for("mastermind", 6)
+  seen, done_at = [], []
+  trajs = run_orbit(expert("mastermind"), packs, 2, OrbitSettings(extra_episodes=extra),
+                    on_done=lambda j, t: done_at.append(len(seen)), on_progress=seen.append)
+  assert len(trajs) == 12 and seen[-1] == pytest.approx(6.0)
+  assert all(b >= a for a, b in zip(seen, seen[1:]))
+  first_done = min(done_at)
+  assert any(0 < x < 6 for x in seen[:first_done]), (seen[:first_done], first_done)  # moved before any finished
