@@ -192,4 +192,4 @@ def test_evaluation_shows_packs_done_rate_and_estimate(capsys):
   cfg = cod_config(**{"eval.num_packs": 2, "data.envs": {"fl": env_entry("frozenlake_obscure", "tiny")}})
   run_evaluation(cfg, backend_for, progress=True)
   err = capsys.readouterr().err
-  assert "eval fl" in err and "2/2" in err and "pack/s" in err
+  assert "eval fl" in err and "2.0/2" in err and "pack/s" in err  # packs done (fractional while packs run)
