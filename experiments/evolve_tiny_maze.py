@@ -37,6 +37,7 @@ def get_config():
   c.data.repeats = 8  # B = 8 rollouts per environment (paper Eq. 2)
   c.data.packs_per_step = 8  # demo: 8 environments x 8 rollouts per step (orbit_tiny_learns' batch)
   c.total_steps = 16  # demo: the first steps, where Figure 5 compares the schedulers (paper: 50)
+  c.optim.learning_rate = 4e-4  # as measured here (orbit_tiny_learns later moved to 2e-4 for 72 steps)
   c.rollout.temperature = 1.0  # training rollouts at 1.0 (orbit_tiny_learns trains at its evaluation temperature)
   c.rollout.max_slots = 320  # no held-out evaluation here; training rollouts are 64 trajectories
   c.eval.at_start = False  # demo: the comparison reads the training metrics; no held-out evaluation
