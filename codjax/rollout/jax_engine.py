@@ -115,9 +115,11 @@ def sampling_params(model, params, copy: bool):
   dt = model.cfg.jnp_dtype
   if getattr(type(model), "PARAMS_CAST_TO_COMPUTE_BEFORE_USE", False):
     narrower = lambda x: jnp.issubdtype(x.dtype, jnp.floating) and jnp.dtype(dt).itemsize < x.dtype.itemsize
-    cast = lambda x: x.astype(dt) if narrower(x) else x
-    return jax.tree.map(lambda x: jnp.copy(x) if copy and cast(x) is x else cast(x), params)
-  return jax.tree.map(jnp.copy, params) if copy else params
+  else:
+    narrower = lambda x: False
+  # a cast leaf is a new array already; the others are copied when asked (update_weights: the trainer donates)
+  keep = jnp.copy if copy else (lambda x: x)
+  return jax.tree.map(lambda x: x.astype(dt) if narrower(x) else keep(x), params)
 
 
 class JaxEngine:

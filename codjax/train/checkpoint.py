@@ -82,6 +82,14 @@ class Restored(NamedTuple):
 EngineTarget = Callable[[dict], Any]  # meta -> params pytree whose values the step must hold, or None
 
 
+def committed_steps(directory: str) -> list[int]:
+  """The committed steps under a ``Checkpointer`` directory (orbax writes a step under a temporary name and
+  renames it to the step number when complete), read without creating the directory or a manager."""
+  if not os.path.isdir(directory):
+    return []
+  return sorted(int(n) for n in os.listdir(directory) if n.isdigit() and os.path.isdir(os.path.join(directory, n)))
+
+
 class Checkpointer:
   def __init__(self, directory: str, max_to_keep: int = 3):
     self.directory = os.path.abspath(directory)

@@ -48,7 +48,7 @@ from codjax.rl.train_step import device_batch, init_train_state, make_optimizer,
 from codjax.rollout.base import SamplingParams
 from codjax.eval.runner import evaluate_engine, template_kwargs
 from codjax.train.async_rollouts import AsyncRollouts, InterruptibleEngine, episodes_of, staleness_summary
-from codjax.train.checkpoint import Checkpointer
+from codjax.train.checkpoint import Checkpointer, committed_steps
 from codjax.train.config import model_compute_overrides, validate
 from codjax.train.config import optimizer_config, step_config  # noqa: F401  (also this module's API)
 from codjax.train.credit import apply_red
@@ -134,14 +134,6 @@ class RunDirInUse(ValueError):
   """A fresh (not resumed) run was pointed at a run directory that holds another run's checkpoints."""
 
 
-def committed_checkpoint_steps(directory: str) -> list[int]:
-  """The committed orbax steps under ``directory`` (integer-named folders; orbax writes a step under a
-  temporary name and renames it when complete), without starting a checkpoint manager."""
-  if not os.path.isdir(directory):
-    return []
-  return sorted(int(n) for n in os.listdir(directory) if n.isdigit() and os.path.isdir(os.path.join(directory, n)))
-
-
 class Trainer:
   """Holds the model, optimizer, engine and run directory of one CoD-Train run."""
 
@@ -150,7 +142,7 @@ class Trainer:
     maybe_initialize_distributed()
     self.mesh = mesh_from_config(cfg.mesh)
     self.run_dir = os.path.abspath(cfg.run_dir)
-    if not resume and (steps := committed_checkpoint_steps(os.path.join(self.run_dir, "checkpoints"))):
+    if not resume and (steps := committed_steps(os.path.join(self.run_dir, "checkpoints"))):
       # before anything is written: a fresh run here would overwrite config.json and metrics.jsonl and fail at
       # its first save (orbax refuses an existing step) after minutes of work
       raise RunDirInUse(f"run_dir {self.run_dir} already holds the checkpoints of a run (steps {steps}): pass "
