@@ -68,6 +68,10 @@ _THREADS = flags.DEFINE_integer("threads", None, "cores (default: all available)
 _CKPT_DIR = flags.DEFINE_string("ckpt_dir", "", "where the benchmark checkpoints are written/reused "
                                 "(default: a temporary directory)")
 _CHILD = flags.DEFINE_string("child", "", "internal: run the vLLM side for this checkpoint, print JSON")
+_KEEP_CACHE = flags.DEFINE_bool("vllm_keep_prefix_cache", False,
+                                "keep vLLM's prefix cache across rounds (default: reset before every round, as "
+                                "the weight sync before every RL rollout does; rounds repeat the same seeded "
+                                "conversations, so a kept cache would serve every prompt from the last round)")
 
 ENV = "rps"
 MAX_SEQ = 2048
@@ -313,10 +317,17 @@ def vllm_child(path: str) -> dict:
   startup = time.perf_counter() - t0
   try:
     greedy = greedy_tokens(engine, tok)
+
+    def fresh_cache():
+      if not _KEEP_CACHE.value and engine._llm.reset_prefix_cache() is False:
+        raise RuntimeError("vLLM could not reset its prefix cache")
+
     for _ in range(_WARMUP.value):
+      fresh_cache()
       rollout(engine, tok)
     wall, cpu, results = [], [], []
     for _ in range(_ROUNDS.value):
+      fresh_cache()
       w, c = timed(lambda: results.append(rollout(engine, tok)), lambda x: x)
       wall.append(w)
       cpu.append(c)
@@ -329,7 +340,8 @@ def vllm_child(path: str) -> dict:
 def run_vllm(path: str) -> dict:
   cmd = [sys.executable, os.path.abspath(__file__), f"--child={path}", f"--packs={_PACKS.value}",
          f"--repeats={_REPEATS.value}", f"--pack_size={_PACK_SIZE.value}", f"--max_tokens={_MAX_TOKENS.value}",
-         f"--rounds={_ROUNDS.value}", f"--warmup={_WARMUP.value}"]
+         f"--rounds={_ROUNDS.value}", f"--warmup={_WARMUP.value}",
+         f"--vllm_keep_prefix_cache={_KEEP_CACHE.value}"]
   if _THREADS.value:
     cmd.append(f"--threads={_THREADS.value}")
   proc = subprocess.run(cmd, capture_output=True, text=True)

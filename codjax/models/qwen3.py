@@ -113,25 +113,45 @@ def _ungroup_heads(x_bkgth):
   return x_bkgth.transpose(0, 3, 1, 2, 4).reshape(b, t, k * g, h)
 
 
-def cached_attention(q_bcnh, kT_bkhs, v_bksh, mask_bcs):
+def cached_attention(q_bcnh, kT_xhs, v_xsh, mask_bcs):
   """Grouped-query attention of C new queries over a KV cache stored in matmul-ready layouts.
 
-  o[b,c,n] = sum_s softmax_s(q[b,c,n] . k[b,n//G,s] / sqrt(H) | mask[b,c,s]) v[b,n//G,s], G = N/K. Keys are
-  cached transposed ([B, K, H, S]) and values as [B, K, S, H], so both products are plain batched matmuls
-  ([G C, H] @ [H, S] and [G C, S] @ [S, H]): with the [B, S, K, H] layout XLA on CPU copied the whole cache
-  into this layout on every decode step. Scores and softmax in float32; masked slots get the float32 minimum
-  (a row with no visible slot, a padding row, averages its values instead of producing NaN).
+  o[b,c,n] = sum_s softmax_s(q[b,c,n] . k[b,n//G,s] / sqrt(H) | mask[b,c,s]) v[b,n//G,s], G = N/K. The cache
+  rows are (row, kv head) pairs flattened, x = b K + k: keys transposed ``kT_xhs`` [B K, H, S], values
+  ``v_xsh`` [B K, S, H], so both products are plain batched matmuls ([G C, H] @ [H, S] and [G C, S] @ [S, H])
+  whose operands are the cache buffers themselves. With the [B, S, K, H] layout XLA on CPU copied the whole
+  cache into the matmul layout on every decode step; with [B, K, H, S] buffers the dot read a reshaped view of
+  the updated cache, and XLA duplicated the in-place update into a second, copied buffer (three cache copies
+  per layer and step inside the decode loop). Scores and softmax in float32; masked slots get the float32
+  minimum (a row with no visible slot, a padding row, averages its values instead of producing NaN).
   """
   b, c, n, h = q_bcnh.shape
-  kh = kT_bkhs.shape[1]
+  kh = kT_xhs.shape[0] // b
   g = n // kh
-  q = _group_heads(q_bcnh, kh).reshape(b, kh, g * c, h)
-  s = jnp.einsum("bkqh,bkhs->bkqs", q, kT_bkhs, preferred_element_type=jnp.float32) * (h ** -0.5)
-  mask = jnp.broadcast_to(mask_bcs[:, None, None], (b, 1, g) + mask_bcs.shape[1:]).reshape(b, 1, g * c, -1)
+  q = _group_heads(q_bcnh, kh).reshape(b * kh, g * c, h)
+  s = jnp.einsum("xqh,xhs->xqs", q, kT_xhs, preferred_element_type=jnp.float32) * (h ** -0.5)
+  mask = jnp.broadcast_to(mask_bcs[:, None, None], (b, kh, g) + mask_bcs.shape[1:]).reshape(b * kh, g * c, -1)
   s = jnp.where(mask, s, jnp.finfo(jnp.float32).min)
-  p = jax.nn.softmax(s, axis=-1).astype(v_bksh.dtype)
-  o = jnp.einsum("bkqs,bksh->bkqh", p, v_bksh)
+  p = jax.nn.softmax(s, axis=-1).astype(v_xsh.dtype)
+  o = jnp.einsum("xqs,xsh->xqh", p, v_xsh)
   return _ungroup_heads(o.reshape(b, kh, g, c, h))
+
+
+def write_cache(kT_xhs, v_xsh, k_btkh, v_btkh, start_b):
+  """Writes a chunk's keys and values at slots ``start_b + [0, C)`` of flattened caches (``cached_attention``);
+  a vmapped ``dynamic_update_slice`` over the B K rows (in place inside a loop, clamped at the end)."""
+  b, c, kh, h = k_btkh.shape
+  start_x = jnp.repeat(start_b, kh)
+  k_xhc = k_btkh.transpose(0, 2, 3, 1).reshape(b * kh, h, c).astype(kT_xhs.dtype)
+  v_xch = v_btkh.transpose(0, 2, 1, 3).reshape(b * kh, c, h).astype(v_xsh.dtype)
+  kT_xhs = jax.vmap(lambda t, u, s: jax.lax.dynamic_update_slice(t, u, (0, s)))(kT_xhs, k_xhc, start_x)
+  v_xsh = jax.vmap(lambda t, u, s: jax.lax.dynamic_update_slice(t, u, (s, 0)))(v_xsh, v_xch, start_x)
+  return kT_xhs, v_xsh
+
+
+def flat_kv(kT_bkhs, v_bksh):
+  """[B, K, H, S] / [B, K, S, H] caches as the [B K, H, S] / [B K, S, H] rows ``cached_attention`` reads."""
+  return (kT_bkhs.reshape((-1,) + kT_bkhs.shape[2:]), v_bksh.reshape((-1,) + v_bksh.shape[2:]))
 
 
 def _query_blocks(t: int, block: int) -> list[tuple[int, int]]:
@@ -237,11 +257,15 @@ def attention_core(q_btnh, k_btkh, v_btkh, mask_b1ts, spec: AttnSpec, dt, cache_
     return jax.nn.dot_product_attention(q_btnh, k_btkh, v_btkh, mask=mask_b1ts, is_causal=spec.is_causal,
                                         implementation=spec.implementation), None
   ck, cv = cache_kv
-  ck = jax.vmap(lambda c, u, s: jax.lax.dynamic_update_slice(c, u, (0, 0, s)))(
-      ck, k_btkh.transpose(0, 2, 3, 1).astype(ck.dtype), start_b)  # [B, C, K, H] -> [B, K, H, C] at slot s
-  cv = jax.vmap(lambda c, u, s: jax.lax.dynamic_update_slice(c, u, (0, s, 0)))(
-      cv, v_btkh.transpose(0, 2, 1, 3).astype(cv.dtype), start_b)  # [B, C, K, H] -> [B, K, C, H]
-  return cached_attention(q_btnh, ck.astype(dt), cv.astype(dt), mask_b1ts[:, 0]), (ck, cv)
+  shapes = None
+  if ck.ndim == 4:  # [B, K, H, S] / [B, K, S, H] (the stacked cache's layer slices): same rows, flattened
+    shapes = (ck.shape, cv.shape)
+    ck, cv = flat_kv(ck, cv)
+  ck, cv = write_cache(ck, cv, k_btkh, v_btkh, start_b)
+  o = cached_attention(q_btnh, ck.astype(dt), cv.astype(dt), mask_b1ts[:, 0])
+  if shapes is not None:
+    ck, cv = ck.reshape(shapes[0]), cv.reshape(shapes[1])
+  return o, (ck, cv)
 
 
 def _attention(cfg: Qwen3Config, p: dict[str, Any], h_btd, sin, cos, mask_b1ts, spec: AttnSpec,
@@ -436,14 +460,17 @@ class Qwen3(TokenEmbeddings, nnx.Module):
     return ck.at[:, slots_b, :, :, :length].set(sk), cv.at[:, slots_b, :, :length].set(sv)
 
   def cache_layers(self, sub) -> list:
-    """Per-layer (k^T, v) caches in layer order (``forward_cached_unrolled``'s form)."""
+    """Per-layer caches in layer order, rows flattened (k^T [B K, H, S], v [B K, S, H]: ``flat_kv``), the
+    form ``forward_cached_unrolled`` carries through the decode loop."""
     ck, cv = sub
-    return [(ck[l], cv[l]) for l in range(self.cfg.num_hidden_layers)]
+    return [flat_kv(ck[l], cv[l]) for l in range(self.cfg.num_hidden_layers)]
 
   @staticmethod
-  def cache_stack(layers: list, like=None):
-    """Inverse of ``cache_layers``."""
-    return jnp.stack([k for k, _ in layers]), jnp.stack([v for _, v in layers])
+  def cache_stack(layers: list, like):
+    """Inverse of ``cache_layers`` (``like``: the window they came from, for its shapes)."""
+    ck, cv = like
+    return (jnp.stack([k for k, _ in layers]).reshape(ck.shape),
+            jnp.stack([v for _, v in layers]).reshape(cv.shape))
 
   def forward_cached(self, tokens_bc, start_b, cache, valid_len_b=None):
     """Runs a chunk of C tokens per row at cache slots ``start_b + [0, C)``; returns (hidden [B,C,D], cache).
@@ -467,8 +494,8 @@ class Qwen3(TokenEmbeddings, nnx.Module):
     return rms_norm(x, self.final_norm_d[...], cfg.rms_norm_eps), (ck, cv)
 
   def forward_cached_unrolled(self, tokens_bc, start_b, layers, caches, valid_len_b=None):
-    """``forward_cached`` with per-layer parameters (``split_layers``) and per-layer caches [(k^T [B, K, H, S],
-    v [B, K, S, H])], unrolled over layers. Inside a token loop this avoids slicing the stacked weights and
+    """``forward_cached`` with per-layer parameters (``split_layers``) and per-layer caches (``cache_layers``:
+    [(k^T [B K, H, S], v [B K, S, H])]), unrolled over layers. Inside a token loop this avoids slicing the stacked weights and
     rewriting the stacked cache every token (XLA on CPU copies both: ~1.6x slower decoding)."""
     cfg = self.cfg
     sin, cos, mask, spec = self._chunk_inputs(tokens_bc.shape[1], start_b, caches[0][0].shape[-1])

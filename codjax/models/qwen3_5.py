@@ -48,7 +48,7 @@ from codjax.models import moe as moe_lib
 from codjax.models.config import Qwen35Config
 from codjax.models.matmul import matmul
 from codjax.models.qwen3 import (AttnSpec, TokenEmbeddings, _normal, _proj, _remat, apply_rope, attention_core,
-                                 rope_sin_cos)
+                                 flat_kv, rope_sin_cos)
 
 COMMON_AXES: dict[str, tuple[str | None, ...]] = {
     "embed_vd": ("vocab", "embed"),
@@ -483,12 +483,13 @@ class Qwen35(TokenEmbeddings, nnx.Module):
     return out
 
   def cache_layers(self, sub) -> list:
-    """Per-layer caches in layer order: (k^T, v) for full layers, a dict for linear layers."""
+    """Per-layer caches in layer order: (k^T, v) rows flattened for full layers (``qwen3.flat_kv``), a dict
+    for linear layers."""
     ia = ir = 0
     out = []
     for kind in self.cfg.layer_types:
       if kind == "full_attention":
-        out.append((sub["k"][ia], sub["v"][ia]))
+        out.append(flat_kv(sub["k"][ia], sub["v"][ia]))
         ia += 1
       else:
         out.append({n: sub[n][ir] for n in ("conv_q", "conv_k", "conv_v", "state")})
@@ -501,7 +502,8 @@ class Qwen35(TokenEmbeddings, nnx.Module):
     lin = [c for c, kind in zip(layers, self.cfg.layer_types) if kind != "full_attention"]
     out = dict(like)
     if full:
-      out["k"], out["v"] = jnp.stack([k for k, _ in full]), jnp.stack([v for _, v in full])
+      out["k"] = jnp.stack([k for k, _ in full]).reshape(like["k"].shape)
+      out["v"] = jnp.stack([v for _, v in full]).reshape(like["v"].shape)
     for n in ("conv_q", "conv_k", "conv_v", "state"):
       if lin:
         out[n] = jnp.stack([c[n] for c in lin])
