@@ -11,7 +11,9 @@ The two-stage recipe of orbit_evo.md B.5 at demo scale, on 2 CPU cores:
   prompts; the paper's is 10).
 * **SFT**: the scripted harness teacher (``codjax.agents.harness.teacher``; it solves every generated task
   with about 5 harness calls per episode) on 600 training tasks, its successful episodes only (B.5), with
-  10 % of its turns random admissible commands (headroom for RL).
+  10 % of its turns random admissible commands (headroom for RL); 3,000 steps of 16 turns (~7 epochs of the
+  7,232 transcribed turns): after 400 steps (loss 0.38) the model solved nothing, after 1,000 (loss ~0.1) 3 %,
+  after 3,000 (loss ~0.06) 25 % seen / 22 % unseen, so GRPO starts with successes in its groups.
 * **Bank**: seeded from the teacher's episodes on 32 training tasks (the paper seeds it from the SFT
   teacher's experience), rule-consolidated after every policy update.
 * **RL**: GRPO with the group's std, PPO clip 0.2, KL 0.01 (k1) to the SFT policy (B.5), the cost-aware reward
@@ -54,7 +56,7 @@ def get_config():
   c.train.seq_len = 768
   c.train.pack = True
   c.train.num_microbatches = 4
-  c.sft.steps = 400
+  c.sft.steps = 3000  # demo: the tiny model needs ~7 epochs to copy admissible commands (see the docstring)
   c.sft.batch_size = 16
   c.sft.learning_rate = 3e-3
   c.sft.warmup_steps = 50
