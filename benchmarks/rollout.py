@@ -319,8 +319,8 @@ def vllm_child(path: str) -> dict:
     greedy = greedy_tokens(engine, tok)
 
     def fresh_cache():
-      if not _KEEP_CACHE.value and engine._llm.reset_prefix_cache() is False:
-        raise RuntimeError("vLLM could not reset its prefix cache")
+      if not _KEEP_CACHE.value:
+        engine.reset_prefix_cache()
 
     for _ in range(_WARMUP.value):
       fresh_cache()

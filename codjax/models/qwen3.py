@@ -150,8 +150,9 @@ def write_cache(kT_xhs, v_xsh, k_btkh, v_btkh, start_b):
 
 
 def flat_kv(kT_bkhs, v_bksh):
-  """[B, K, H, S] / [B, K, S, H] caches as the [B K, H, S] / [B K, S, H] rows ``cached_attention`` reads."""
-  return (kT_bkhs.reshape((-1,) + kT_bkhs.shape[2:]), v_bksh.reshape((-1,) + v_bksh.shape[2:]))
+  """[B, K, H, S] / [B, K, S, H] caches as the [B K, H, S] / [B K, S, H] rows ``cached_attention`` reads
+  (already flattened caches are returned as they are)."""
+  return (kT_bkhs.reshape((-1,) + kT_bkhs.shape[-2:]), v_bksh.reshape((-1,) + v_bksh.shape[-2:]))
 
 
 def _query_blocks(t: int, block: int) -> list[tuple[int, int]]:
@@ -256,16 +257,12 @@ def attention_core(q_btnh, k_btkh, v_btkh, mask_b1ts, spec: AttnSpec, dt, cache_
   if cache_kv is None:
     return jax.nn.dot_product_attention(q_btnh, k_btkh, v_btkh, mask=mask_b1ts, is_causal=spec.is_causal,
                                         implementation=spec.implementation), None
-  ck, cv = cache_kv
-  shapes = None
-  if ck.ndim == 4:  # [B, K, H, S] / [B, K, S, H] (the stacked cache's layer slices): same rows, flattened
-    shapes = (ck.shape, cv.shape)
-    ck, cv = flat_kv(ck, cv)
+  # the stacked cache's layer slices ([B, K, H, S] / [B, K, S, H]) or the decode loop's flattened rows: the
+  # same rows either way, returned in the shape they came in
+  (k_shape, v_shape), (ck, cv) = (c.shape for c in cache_kv), flat_kv(*cache_kv)
   ck, cv = write_cache(ck, cv, k_btkh, v_btkh, start_b)
   o = cached_attention(q_btnh, ck.astype(dt), cv.astype(dt), mask_b1ts[:, 0])
-  if shapes is not None:
-    ck, cv = ck.reshape(shapes[0]), cv.reshape(shapes[1])
-  return o, (ck, cv)
+  return o, (ck.reshape(k_shape), cv.reshape(v_shape))
 
 
 def _attention(cfg: Qwen3Config, p: dict[str, Any], h_btd, sin, cos, mask_b1ts, spec: AttnSpec,
@@ -495,8 +492,8 @@ class Qwen3(TokenEmbeddings, nnx.Module):
 
   def forward_cached_unrolled(self, tokens_bc, start_b, layers, caches, valid_len_b=None):
     """``forward_cached`` with per-layer parameters (``split_layers``) and per-layer caches (``cache_layers``:
-    [(k^T [B K, H, S], v [B K, S, H])]), unrolled over layers. Inside a token loop this avoids slicing the stacked weights and
-    rewriting the stacked cache every token (XLA on CPU copies both: ~1.6x slower decoding)."""
+    [(k^T [B K, H, S], v [B K, S, H])]), unrolled over layers. Inside a token loop this avoids slicing the
+    stacked weights and rewriting the stacked cache every token (XLA on CPU copies both: ~1.6x slower decoding)."""
     cfg = self.cfg
     sin, cos, mask, spec = self._chunk_inputs(tokens_bc.shape[1], start_b, caches[0][0].shape[-1])
     x = self.embed(tokens_bc)

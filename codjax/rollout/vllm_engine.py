@@ -269,8 +269,13 @@ class VllmEngine:
       if model.cfg.tie_word_embeddings:
         _write_tied_head(model, self._sync_dir)
       self._llm.collective_rpc("reload_weights", kwargs={"weights_path": self._sync_dir})
+    self.reset_prefix_cache()
+
+  def reset_prefix_cache(self) -> None:
+    """Drops every cached prefix (their K/V were computed with the weights of the time)."""
+    self._check_open()
     if self._llm.reset_prefix_cache() is False:
-      raise RuntimeError("vLLM could not reset its prefix cache after the weight update")
+      raise RuntimeError("vLLM could not reset its prefix cache")
 
   # -- lifecycle -------------------------------------------------------------------------------------------
 
