@@ -574,6 +574,7 @@ class Trainer:
     if cfg.eval.at_start and self.step == 0 and cfg.eval.num_packs:
       self.evaluate("start")
     bar = Progress(cfg.total_steps, self.step, enabled=bool(cfg.log.progress) and multihost.is_primary())
+    periodic = None  # (step, results) of the newest ``eval.every`` evaluation of this process
     while self.step < cfg.total_steps:
       m = self.train_step()
       if self.step % cfg.log.every == 0 or self.step == cfg.total_steps:
@@ -582,17 +583,30 @@ class Trainer:
       if cfg.checkpoint.every and self.step % cfg.checkpoint.every == 0:
         self.save()
       if cfg.eval.every and self.step % cfg.eval.every == 0 and cfg.eval.num_packs:
-        self.evaluate()
+        periodic = (self.step, self.evaluate())
     bar.close()
     self.stop_producer()  # async: no rollouts past the last step
     final = None
     if cfg.eval.at_end and cfg.eval.num_packs:
-      final = self.evaluate("final")
+      if periodic is not None and periodic[0] == self.step:
+        # the periodic evaluation just ran on these weights; evaluation seeds do not depend on the step, so a
+        # second pass would repeat it exactly: it is the final one
+        final = self._reuse_as_final(periodic[1])
+      else:
+        final = self.evaluate("final")
       self._report_improvement(final)
     if cfg.checkpoint.every or cfg.checkpoint.export_hf:
       if self.step not in self.ckpt.steps():
         self.save()
     return final
+
+  def _reuse_as_final(self, results: dict) -> dict:
+    """Writes ``eval/final.json`` from the evaluation of ``step_<step>`` (same weights, same seeds)."""
+    if multihost.is_primary():
+      with open(os.path.join(self.run_dir, "eval", "final.json"), "w") as f:
+        json.dump({"step": self.step, "results": results, "same_as": f"step_{self.step}"}, f, indent=2)
+      print(f"\n[eval final] = [eval step_{self.step}] (the same weights and evaluation seeds)", flush=True)
+    return results
 
   def _report_improvement(self, final: dict) -> None:
     """Prints (and saves) the paired change of the evaluation from the start of RL to the end: the

@@ -124,3 +124,27 @@ def test_two_step_smoke_run_vllm_engine(tmp_path, tiny_train_model, train_config
   assert [r["step"] for r in train_rows] == [1, 2]
   assert all(np.isfinite(r["train/grad_norm"]) and r["train/skipped"] == 0 for r in train_rows)
   assert train_rows[0]["generated_tokens"] > 0
+
+
+def test_final_evaluation_reuses_a_periodic_one_at_the_last_step(tmp_path, tiny_train_model, train_config, monkeypatch):
+  """eval.every dividing total_steps: the last periodic evaluation is the final one (same weights and seeds), so
+  it is not run twice; a fresh evaluation of the final weights gives the same results."""
+  import codjax.train.loop as loop
+
+  calls = []
+  real = loop.evaluate_engine
+  monkeypatch.setattr(loop, "evaluate_engine", lambda *a, **k: calls.append(1) or real(*a, **k))
+  cfg = train_config(tmp_path / "run", tiny_train_model, **{"eval.num_packs": 2, "eval.pack_size": 2,
+                                                          "eval.every": 1, "eval.at_end": True,
+                                                          "checkpoint.every": 0})
+  t = Trainer(cfg)
+  try:
+    t.run()
+    assert len(calls) == 2  # steps 1 and 2; no third pass for "final"
+    ev = tmp_path / "run" / "eval"
+    final, last = json.load(open(ev / "final.json")), json.load(open(ev / "step_2.json"))
+    assert final["step"] == 2 and final["same_as"] == "step_2" and final["results"] == last["results"]
+    again = t.evaluate("again")
+    assert json.loads(json.dumps(again)) == final["results"]
+  finally:
+    t.close()
