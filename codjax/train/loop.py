@@ -513,9 +513,7 @@ class Trainer:
       if multihost.is_primary():  # with several processes process 0 evaluates (its engine holds the policy too)
         results = evaluate_engine(self.cfg, self.engine, self.tokenizer,
                                   progress=bool(self.cfg.log.progress)).results
-        os.makedirs(os.path.join(self.run_dir, "eval"), exist_ok=True)
-        with open(os.path.join(self.run_dir, "eval", f"{tag}.json"), "w") as f:
-          json.dump({"step": self.step, "results": results}, f, indent=2)
+        self._write_eval(tag, results)
       if multihost.process_count() > 1:
         multihost.barrier("evaluate")
         results = multihost.broadcast_json(results)
@@ -600,11 +598,17 @@ class Trainer:
         self.save()
     return final
 
+  def _write_eval(self, tag: str, results: dict, **extra) -> None:
+    """``eval/<tag>.json``: ``{"step", "results", **extra}`` (process 0 only)."""
+    if multihost.is_primary():
+      os.makedirs(os.path.join(self.run_dir, "eval"), exist_ok=True)
+      with open(os.path.join(self.run_dir, "eval", f"{tag}.json"), "w") as f:
+        json.dump({"step": self.step, "results": results, **extra}, f, indent=2)
+
   def _reuse_as_final(self, results: dict) -> dict:
     """Writes ``eval/final.json`` from the evaluation of ``step_<step>`` (same weights, same seeds)."""
+    self._write_eval("final", results, same_as=f"step_{self.step}")
     if multihost.is_primary():
-      with open(os.path.join(self.run_dir, "eval", "final.json"), "w") as f:
-        json.dump({"step": self.step, "results": results, "same_as": f"step_{self.step}"}, f, indent=2)
       print(f"\n[eval final] = [eval step_{self.step}] (the same weights and evaluation seeds)", flush=True)
     return results
 
