@@ -7,7 +7,9 @@ bookkeeping, environment steps included). Every engine runs the same packs at te
 ``max_tokens``; one timed round is one whole rollout; tokens/s = generated tokens of the round / its wall
 time (median over rounds). Engines:
 
-* ``jax``: ``JaxEngine`` with per-episode sessions (prefix reuse: each turn prefills only the new tokens);
+* ``jax``: ``JaxEngine`` with per-episode sessions (prefix reuse: each turn prefills only the new tokens;
+  prompts that start alike, the G repeats' first turn and a shared system prompt, are prefilled once and
+  copied between cache slots, so its prefill-token column counts computed tokens only);
 * ``jax_stream``: the same engine under continuous batching (``EngineBackend(continuous=True)``: episodes
   advance independently, no lock step; replies seeded per episode and turn, so its tokens differ from
   ``jax``'s draws);

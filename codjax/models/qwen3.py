@@ -358,6 +358,9 @@ class Qwen3(TokenEmbeddings, nnx.Module):
   # the output head and RMSNorm's scale), so a sampler may store them in that dtype: the same logits from half
   # the bytes per decode step when parameters are float32 and compute bfloat16 (codjax.rollout.jax_engine).
   PARAMS_CAST_TO_COMPUTE_BEFORE_USE = True
+  # A cache row's positions [0, n) hold the first n tokens' keys and values and nothing else depends on them,
+  # so a sampler may copy any prefix of one row into another (shared prompt prefixes: codjax.rollout.jax_engine)
+  PREFIX_COPY = True
 
   def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, init_std: float = 0.02):
     self.cfg = cfg

@@ -15,18 +15,21 @@ than slots, the least recently used session not in the current call loses its sl
 re-prefilled when it comes back; ``stats["evictions"]`` counts it.
 
 Each ``generate`` call:
-  1. prefill the new tokens of every request in chunks of a bucketed length (jitted per (batch bucket,
-     chunk bucket)), keeping the last valid hidden state of every row;
-  2. decode inside one jitted ``lax.while_loop`` (no Python loop over tokens): sample, write, stop per row
-     on a stop token or its token budget; the loop exits when at most half of its power-of-two batch is
-     still going, and those rows continue in the next, smaller batch (a "phase"; their last sampled token
-     is fed first), so finished rows stop costing compute (``stats["decode_phases"]`` counts phases).
+  1. prefill every request's new tokens except the prompt's last one, in chunks of a bucketed length (jitted
+     per (batch bucket, chunk bucket, length bucket); a chunk more than a quarter padding is split into the
+     next smaller bucket and a short one); requests prefilled from position 0 share their common prompt
+     prefixes (the G repeats of a pack's first turn, a shared system prompt): computed once, then copied
+     between cache slots (``stats["shared_tokens"]``);
+  2. decode inside one jitted ``lax.while_loop`` (no Python loop over tokens): each iteration feeds every
+     row's pending token (first the prompt's last token) and samples the next; rows stop on a stop token or
+     their token budget; the loop exits when at most half of its power-of-two batch is still going, and those
+     rows continue in the next, smaller batch (a "phase", starting from their last sampled token), so
+     finished rows stop costing compute (``stats["decode_phases"]`` counts phases).
 Continuous batching (``submit`` / ``poll``, driven by ``codjax.agents.episode.run_streaming``): requests
 enter and leave the decode batch one by one. A request's prompt suffix except its last token is prefilled when
-it joins; each decode kernel then feeds every row's pending token (the prompt's last token, or the last token it
-sampled) and samples the next, and exits once a given number of rows stopped, so the caller can step that
-episode's environment and submit its next turn while the others keep their place. Same keys, same replies as
-``generate`` with per-request seeds.
+it joins; the same decode kernel then runs every request in flight and exits once a given number of rows
+stopped, so the caller can step that episode's environment and submit its next turn while the others keep
+their place. Same keys, same replies as ``generate`` with per-request seeds.
 Sampling keys are per row and per token, so a reply's draws depend on its own key alone, never on the other
 requests of the call, their order, the batch size, the padding or the phases: request r has a row key,
 ``jax.random.key(params.seeds[r])`` with per-request seeds, else ``fold_in(call_key, r)`` (call_key =
@@ -82,6 +85,40 @@ def _cache_shardings(cache, mesh: Mesh):
 
   return {n: jax.sharding.NamedSharding(mesh, logical_to_spec(CACHE_LOGICAL_AXES[n], v.shape, mesh))
           for n, v in cache.items()}
+
+
+def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
+  """Length of the longest common prefix of two token lists."""
+  n = min(len(a), len(b))
+  neq = np.flatnonzero(np.asarray(a[:n], np.int64) != np.asarray(b[:n], np.int64))
+  return int(neq[0]) if len(neq) else n
+
+
+def _share_plan(prefixes: Sequence[Sequence[int] | None], partial: bool, min_share: int):
+  """Which rows copy their prompt prefix from another row instead of computing it.
+
+  ``prefixes[r]``: the tokens row r writes from cache position 0 (None: a row continuing a cached history).
+  Returns (dup, part): ``dup[r] = q`` for a row whose prefix equals row q's (q the first row with it), and,
+  when ``partial``, ``part[q] = (l, n)`` for a distinct prefix whose first n >= ``min_share`` tokens equal
+  leader row l's (then it computes only its tokens from n on). Leaders are chosen in sorted order: a prefix
+  shares with the last leader before it, which among the leaders before it has the longest common prefix."""
+  dup: dict[int, int] = {}
+  first: dict[tuple, int] = {}
+  for r, p in enumerate(prefixes):
+    if p:
+      q = first.setdefault(tuple(p), r)
+      if q != r:
+        dup[r] = q
+  part: dict[int, tuple[int, int]] = {}
+  if partial:
+    leader = None
+    for q in sorted(first.values(), key=lambda r: list(prefixes[r])):
+      n = _lcp(prefixes[leader], prefixes[q]) if leader is not None else 0
+      if n >= min_share:
+        part[q] = (leader, n)
+      else:
+        leader = q
+  return dup, part
 
 
 @dataclasses.dataclass
@@ -151,28 +188,26 @@ class JaxEngine:
 
       cache = jax.device_put(cache, _cache_shardings(cache, mesh))
       self._params = jax.device_put(params, state_shardings(params, mesh, PARAM_LOGICAL_AXES))
-      self._row_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
     else:
       # commit the cache to a device so the donated outputs of later calls have the same signature
       dev = jax.devices()[0]
       cache = jax.device_put(cache, dev)
-      self._row_sharding = jax.sharding.SingleDeviceSharding(dev)
     self._cache = cache
     self._free = list(range(self.max_slots, 0, -1))
     self._sessions: dict[int, _Session] = {}
     self._key = jax.random.key(seed)
+    self._model_cls = type(model)
     self._prefill_fn = jax.jit(self._prefill_impl, donate_argnums=(1,), static_argnames=("length",))
+    self._copy_fn = jax.jit(self._copy_impl, donate_argnums=(0,), static_argnames=("length",))
     self._decode_fns: dict[tuple, object] = {}
     self._clock = 0
     self._anon = 0
     self.stats = {"prefill_tokens": 0, "reused_tokens": 0, "generated_tokens": 0, "calls": 0, "evictions": 0,
-                  "decode_phases": 0, "stream_decodes": 0}
+                  "decode_phases": 0, "stream_decodes": 0, "shared_tokens": 0}
     # continuous batching (submit / poll): the requests in flight, their shared sampling settings, kernels
     self._stream: list[_StreamRow] = []
     self._stream_sig: tuple | None = None
     self._stream_params: SamplingParams | None = None
-    self._stream_fns: dict[tuple, object] = {}
-    self._zeros_h: dict[int, jax.Array] = {}
     self._next_rid = 0
 
   # -- jitted kernels ------------------------------------------------------------------------------------
@@ -180,46 +215,41 @@ class JaxEngine:
     """Cache positions a call works on: the bucket of its furthest written position ``end`` (exclusive)."""
     return min(self.max_seq_len, _pow2(end, lo=MIN_LENGTH_BUCKET))
 
-  def _prefill_impl(self, params, cache, slots_b, tokens_bc, start_b, last_idx_b, last_h_bd, valid_b, *,
-                    length: int):
-    """Runs one chunk for the rows ``slots_b`` on cache positions [0, length) (row b's first ``valid_b[b]``
-    tokens are real: a recurrent state never sees the rest); rows whose last valid token is in the chunk
-    (0 <= last_idx_b < C) update ``last_h_bd``."""
+  def _prefill_impl(self, params, cache, slots_b, tokens_bc, start_b, valid_b, *, length: int):
+    """Writes one chunk for the rows ``slots_b`` on cache positions [0, length) (row b's first ``valid_b[b]``
+    tokens are real: a recurrent state never sees the rest). No logits: the decode kernel feeds every row's
+    last prompt token itself."""
     model = nnx.merge(self._graphdef, params)
     sub = model.cache_take(cache, slots_b, length)
-    hidden, sub = model.forward_cached(tokens_bc, start_b, sub, valid_b)
-    cache = model.cache_put(cache, sub, slots_b, length)
-    c = tokens_bc.shape[1]
-    take = jnp.take_along_axis(hidden, jnp.clip(last_idx_b, 0, c - 1)[:, None, None], axis=1)[:, 0]
-    in_chunk = (last_idx_b >= 0) & (last_idx_b < c)
-    last_h_bd = jnp.where(in_chunk[:, None], take.astype(last_h_bd.dtype), last_h_bd)
-    return cache, last_h_bd
+    _, sub = model.forward_cached(tokens_bc, start_b, sub, valid_b)
+    return model.cache_put(cache, sub, slots_b, length)
 
-  def _decode_impl(self, params, cache, slots_b, last_h_bd, start_b, budget_b, stop_ids, keys_b, offset_b,
+  def _copy_impl(self, cache, src_b, dst_b, *, length: int):
+    """Copies cache positions [0, length) (and, for hybrid models, the recurrent state) of the slots ``src_b``
+    into the slots ``dst_b``: shared prompt prefixes are prefilled once."""
+    cls = self._model_cls
+    return cls.cache_put(cache, cls.cache_take(cache, src_b, length), dst_b, length)
+
+  def _decode_impl(self, params, cache, slots_b, tok_b, pos_b, budget_b, stop_ids, key_data_b, offset_b,
                    temperature, top_p, min_active, *, max_new: int, top_k: int, greedy: bool, length: int):
-    """Samples up to ``budget_b`` tokens per row inside one while_loop on cache positions [0, length)
-    (rows that finished early keep writing past their end, harmlessly: such positions are never valid, and
-    dynamic_update_slice clamps writes to position length - 1, which no row reaches). The loop also exits
-    once no more than ``min_active`` rows are still going (the caller continues them in a smaller batch);
-    returns tokens, logprobs, counts. Token i of this phase in row r is token ``offset_b[r] + i`` of its
-    reply and is drawn with ``fold_in(keys_b[r], offset_b[r] + i)``."""
+    """Feed-then-sample decode on cache positions [0, length): iteration i feeds row b's pending token at
+    position ``pos_b[b] + i`` and draws token ``offset_b[b] + i`` of its reply with ``fold_in(key_b,
+    offset_b[b] + i)``; a row stops on a stop token or after ``budget_b[b]`` tokens (a row with budget 0, a
+    padding row, never runs). The loop exits once at most ``min_active`` rows are still going; returns the
+    cache, tokens [B, max_new], logprobs and per-row counts. A row's pending token is its prompt's last token
+    (a new reply) or the last token it sampled (a reply continued from an earlier phase or poll), so a phase
+    or poll that continues a row needs no separate one-token prefill."""
     model = nnx.merge(self._graphdef, params)
     # per-layer weights and caches, split once outside the token loop (no per-token copies)
     layers = model.split_layers()
     head = model.decode_head()
     window = model.cache_take(cache, slots_b, length)
     sub = model.cache_layers(window)
+    keys_b = jax.random.wrap_key_data(key_data_b)
     b = slots_b.shape[0]
 
     def is_stop(tok):
       return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
-
-    tok0, lp0 = sample_tokens(token_keys(keys_b, offset_b), model.decode_logits(last_h_bd, head), temperature,
-                              top_k, top_p, greedy)
-    out_t = jnp.zeros((b, max_new), jnp.int32).at[:, 0].set(tok0)
-    out_lp = jnp.zeros((b, max_new), jnp.float32).at[:, 0].set(lp0)
-    n = jnp.ones((b,), jnp.int32)
-    done = is_stop(tok0) | (budget_b <= 1)
 
     def cond(state):
       i, _, _, _, _, done, _ = state
@@ -227,19 +257,20 @@ class JaxEngine:
 
     def body(state):
       i, sub, tok, out_t, out_lp, done, n = state
-      # a finished row feeds nothing: its recurrent state (hybrid models) stays at its reply's end
-      hidden, sub = model.forward_cached_unrolled(tok[:, None], start_b + i - 1, layers, sub,
-                                                  (~done).astype(jnp.int32))
+      active = ~done
+      # a finished row feeds nothing: its recurrent state (hybrid models) stays at its reply's end; its K/V
+      # write lands past its valid length (never read), clamped to the window's last position
+      hidden, sub = model.forward_cached_unrolled(tok[:, None], pos_b + i, layers, sub, active.astype(jnp.int32))
       nt, nlp = sample_tokens(token_keys(keys_b, offset_b + i), model.decode_logits(hidden[:, 0], head),
                               temperature, top_k, top_p, greedy)
-      active = ~done
       out_t = out_t.at[:, i].set(jnp.where(active, nt, 0))
       out_lp = out_lp.at[:, i].set(jnp.where(active, nlp, 0.0))
       n = n + active.astype(jnp.int32)
       done = done | (active & (is_stop(nt) | (n >= budget_b)))
       return i + 1, sub, jnp.where(active, nt, tok), out_t, out_lp, done, n
 
-    state = (jnp.int32(1), sub, tok0, out_t, out_lp, done, n)
+    state = (jnp.int32(0), sub, tok_b, jnp.zeros((b, max_new), jnp.int32), jnp.zeros((b, max_new), jnp.float32),
+             budget_b <= 0, jnp.zeros((b,), jnp.int32))
     _, sub, _, out_t, out_lp, _, n = jax.lax.while_loop(cond, body, state)
     cache = model.cache_put(cache, model.cache_stack(sub, window), slots_b, length)
     return cache, out_t, out_lp, n
@@ -333,14 +364,15 @@ class JaxEngine:
       busy.add(k)
       keys.append(k)
       sessions.append(s)
-    new = [list(p[s.cached_len:]) for p, s in zip(prompts, sessions)]
-    slots = [s.slot for s in sessions]
     for s, p in zip(sessions, prompts):
       self.stats["reused_tokens"] += s.cached_len
-      self.stats["prefill_tokens"] += len(p) - s.cached_len
-    # 1. prefill the new suffixes; 2. decode in phases
-    last_h = self._prefill_rows(slots, [s.cached_len for s in sessions], new)
-    gen, gen_lp = self._decode_rows(prompts, slots, last_h, params, row_keys)
+      self.stats["prefill_tokens"] += len(p) - min(s.cached_len, len(p))
+    # 1. prefill every prompt but its last token (shared prefixes once); 2. decode in phases, each feeding its
+    # rows' pending tokens first (the prompt's last token, then the last sampled one)
+    self._prefill_prompts([s.slot for s in sessions], [min(s.cached_len, len(p) - 1) for p, s in
+                                                       zip(prompts, sessions)], prompts)
+    gen, gen_lp = self._decode_rows(prompts, [s.slot for s in sessions], params,
+                                    np.asarray(jax.random.key_data(row_keys), np.uint32))
     stops = set(params.stop_token_ids)
     out = []
     for i, (p, s) in enumerate(zip(prompts, sessions)):
@@ -354,38 +386,27 @@ class JaxEngine:
         self.end_session(keys[i])
     return out
 
-  def _decode_rows(self, prompts, slots: Sequence[int], last_h, params: SamplingParams, row_keys):
-    """Samples every row's reply from its last hidden state ``last_h[r]`` (the prompt is in cache slot
-    ``slots[r]``) with its key ``row_keys[r]``; returns (token ids, logprobs) per row. Decoding runs in
-    phases: a phase runs the pending rows in a power-of-two batch until at most half of it is still going;
-    those rows continue in the next, smaller batch (their last token is fed first), so a call whose replies
-    have uneven lengths stops paying for rows that already finished. A row's token t is drawn with
-    ``fold_in(row_keys[r], t)`` in whichever phase and batch position it runs."""
+  def _decode_rows(self, prompts, slots: Sequence[int], params: SamplingParams, key_data):
+    """Samples every row's reply (its prompt but the last token is in cache slot ``slots[r]``) with the row
+    key whose data is ``key_data[r]``; returns (token ids, logprobs) per row. Decoding runs in phases: a phase
+    runs the pending rows in a power-of-two batch until at most half of it is still going; those rows continue
+    in the next, smaller batch (feeding their last sampled token first), so a call whose replies have uneven
+    lengths stops paying for rows that already finished. A row's token t is drawn with ``fold_in(row_key, t)``
+    in whichever phase and batch position it runs."""
     budget0 = [min(self.max_seq_len - len(p), params.max_tokens) for p in prompts]
-    max_new = _pow2(max(budget0), lo=8)
-    stop = np.array(list(params.stop_token_ids) or [-1], np.int32)
-    stop = jnp.asarray(np.pad(stop, (0, _pow2(len(stop)) - len(stop)), constant_values=-1))
     stops = set(params.stop_token_ids)
     n = len(prompts)
     gen: list[list[int]] = [[] for _ in range(n)]
     gen_lp: list[list[float]] = [[] for _ in range(n)]
     pending = list(range(n))
     while pending:
-      m, bb = len(pending), _pow2(len(pending))
-      pad = [pending[0]] * (bb - m)  # padding rows: done from the start, they write to the scratch slot 0
-      lengths = np.array([len(prompts[i]) + len(gen[i]) for i in pending] + [1] * (bb - m), np.int32)
-      budget = np.array([budget0[i] - len(gen[i]) for i in pending] + [1] * (bb - m), np.int32)
-      length = self._length_bucket(int((lengths[:m] + budget[:m]).max()))
-      offset = np.array([len(gen[i]) for i in pending] + [0] * (bb - m), np.int32)
-      slots_b = np.array([slots[i] for i in pending] + [0] * (bb - m), np.int32)
-      rows = jnp.asarray(np.array(pending + pad, np.int32))
-      fn = self._decode_fn(bb, max_new, params.top_k, params.greedy, int(stop.shape[0]), length)
-      self._cache, toks, lps, counts = fn(
-          self._params, self._cache, jnp.asarray(slots_b), self._rows(last_h, rows), jnp.asarray(lengths),
-          jnp.asarray(budget), stop, self._rows(row_keys, rows), jnp.asarray(offset), jnp.float32(params.temperature),
-          jnp.float32(params.top_p), jnp.int32(bb // 2 if bb > 1 else 0))
+      bb = _pow2(len(pending))
+      toks, lps, counts = self._run_decode(
+          slots=[slots[i] for i in pending], tok=[gen[i][-1] if gen[i] else prompts[i][-1] for i in pending],
+          pos=[len(prompts[i]) - 1 + len(gen[i]) for i in pending], left=[budget0[i] - len(gen[i]) for i in pending],
+          key_data=key_data[pending], offset=[len(gen[i]) for i in pending], params=params,
+          min_active=bb // 2 if bb > 1 else 0)
       self.stats["decode_phases"] += 1
-      toks, lps, counts = np.asarray(toks), np.asarray(lps), np.asarray(counts)
       going = []
       for r, i in enumerate(pending):
         c = int(counts[r])
@@ -393,60 +414,111 @@ class JaxEngine:
         gen_lp[i] += lps[r, :c].tolist()
         if not (gen[i][-1] in stops or len(gen[i]) >= budget0[i]):
           going.append(i)
-      if going:  # feed each continuing row's last sampled token: its K/V and the hidden state to sample from
-        h = self._prefill_rows([slots[i] for i in going], [len(prompts[i]) + len(gen[i]) - 1 for i in going],
-                               [[gen[i][-1]] for i in going])
-        scratch = last_h.shape[0] - 1  # h's padding rows land on last_h's scratch row
-        idx = np.array(going + [scratch] * (h.shape[0] - len(going)), np.int32)
-        last_h = last_h.at[jnp.asarray(idx)].set(h)
       pending = going
     return gen, gen_lp
 
-  def _rows(self, x, idx):
-    """``x[idx]`` committed to one fixed placement: a kernel argument whose placement depended on where it
-    came from (a fresh array or an earlier kernel's output, i.e. on the batch composition) would compile the
-    kernel once more."""
-    return jax.device_put(x[idx], self._row_sharding)
+  def _run_decode(self, *, slots, tok, pos, left, key_data, offset, params: SamplingParams, min_active: int):
+    """One decode kernel over m rows padded to a power-of-two batch (padding rows: budget 0, scratch slot 0):
+    row r feeds ``tok[r]`` at position ``pos[r]`` and may draw ``left[r]`` tokens, numbered from ``offset[r]``;
+    exits once at most ``min_active`` rows are going. Returns host arrays (tokens, logprobs, counts)."""
+    m = len(slots)
+    bb = _pow2(m)
+    pad = bb - m
+    i32 = lambda xs: np.asarray(list(xs) + [0] * pad, np.int32)
+    pos_b, left_b = i32(pos), i32(left)
+    keys = np.concatenate([np.asarray(key_data, np.uint32), np.repeat(np.asarray(key_data[:1], np.uint32), pad, 0)])
+    length = self._length_bucket(int((pos_b[:m] + left_b[:m]).max()))
+    # one output width per sampling setting (not per call's longest remaining budget): fewer kernel signatures
+    max_new = _pow2(min(int(params.max_tokens), self.max_seq_len), lo=8)
+    stop = np.array(list(params.stop_token_ids) or [-1], np.int32)
+    stop = np.pad(stop, (0, _pow2(len(stop)) - len(stop)), constant_values=-1)
+    fn = self._decode_fn(bb, max_new, params.top_k, params.greedy, int(stop.shape[0]), length)
+    self._cache, toks, lps, counts = fn(
+        self._params, self._cache, jnp.asarray(i32(slots)), jnp.asarray(i32(tok)), jnp.asarray(pos_b),
+        jnp.asarray(left_b), jnp.asarray(stop), jnp.asarray(keys), jnp.asarray(i32(offset)),
+        jnp.float32(params.temperature), jnp.float32(params.top_p), jnp.int32(min_active))
+    return np.asarray(toks)[:m], np.asarray(lps)[:m], np.asarray(counts)[:m]
 
   def _decode_fn(self, bb: int, max_new: int, top_k: int, greedy: bool, n_stop: int, length: int):
-    """The jitted decode kernel for these static shapes (compiled once per signature)."""
-    return self._kernel(self._decode_fns, self._decode_impl, bb, max_new, top_k, greedy, n_stop, length)
-
-  @staticmethod
-  def _kernel(cache: dict, impl, bb: int, max_new: int, top_k: int, greedy: bool, n_stop: int, length: int):
-    """``impl`` jitted for one signature of static shapes, kept in ``cache`` (the engine's cache donated)."""
+    """The jitted decode kernel for these static shapes (compiled once per signature; the engine's cache
+    donated)."""
     sig = (bb, max_new, top_k, greedy, n_stop, length)
-    if sig not in cache:
-      cache[sig] = jax.jit(functools.partial(impl, max_new=max_new, top_k=top_k, greedy=greedy, length=length),
-                           donate_argnums=(1,))
-    return cache[sig]
+    if sig not in self._decode_fns:
+      self._decode_fns[sig] = jax.jit(functools.partial(self._decode_impl, max_new=max_new, top_k=top_k,
+                                                        greedy=greedy, length=length), donate_argnums=(1,))
+    return self._decode_fns[sig]
 
-  def _prefill_rows(self, slots: Sequence[int], starts: Sequence[int], suffixes: Sequence[Sequence[int]],
-                    want_hidden: bool = True):
-    """Writes ``suffixes[r]`` into cache slot ``slots[r]`` from position ``starts[r]`` and returns the last
-    token's final hidden state per row as [_pow2(R + 1), D]: row r < R is suffix r's, the rest padding, the
-    last row a scratch row that padding rows of a chunk write to; padded so that the eager gathers and
-    scatters around the kernels compile once per power of two, not once per row count (None with
-    ``want_hidden=False``). Chunks of a bucketed length; rows are grouped by suffix-length bucket so a short
-    next-turn suffix is never padded to a long one, and a chunk runs only the rows that still have tokens in
-    it."""
-    last_h = None
-    if want_hidden:
-      last_h = self._zero_hidden(_pow2(len(suffixes) + 1))
-      scratch = last_h.shape[0] - 1
+  def _prefill_prompts(self, slots: Sequence[int], starts: Sequence[int], prompts: Sequence[Sequence[int]]):
+    """Writes ``prompts[r][starts[r]:-1]`` into cache slot ``slots[r]`` (the last token is the decode kernel's
+    to feed). Rows prefilled from position 0 share their prompts' common prefixes: requests with the same
+    prompt (the G repeats of a pack's first turn) are prefilled once and copied, and on models whose cache
+    rows can be cut at any position (``PREFIX_COPY``: plain attention; a hybrid's recurrent state exists only
+    at a prompt's end) a prompt that starts with another's first tokens (a shared system prompt) copies them
+    and prefills only the rest. ``stats["shared_tokens"]`` counts the tokens copied instead of computed, and
+    ``stats["prefill_tokens"]`` (prompt tokens fed to the model) leaves them out."""
+    ends = [len(p) - 1 for p in prompts]
+    dup, part = _share_plan([list(p[:e]) if st == 0 else None for p, st, e in zip(prompts, starts, ends)],
+                            bool(getattr(self._model_cls, "PREFIX_COPY", False)), self.chunk_buckets[0])
+    # 1. rows that compute their prompt from their start: leaders, and rows continuing a cached history
+    first = [r for r in range(len(prompts)) if r not in dup and r not in part and ends[r] > starts[r]]
+    self._prefill_rows([slots[r] for r in first], [starts[r] for r in first],
+                       [prompts[r][starts[r]:ends[r]] for r in first])
+    # 2. copies from leaders (shared prefixes, and duplicates of leaders); then the rest of each shared prefix
+    copies = ([(slots[part[r][0]], slots[r], part[r][1]) for r in part]
+              + [(slots[q], slots[r], ends[r]) for r, q in dup.items() if q not in part])
+    # 3. duplicates of rows completed in 2
+    later = [(slots[q], slots[r], ends[r]) for r, q in dup.items() if q in part]
+    self._copy_rows(copies)
+    rest = [r for r in part if ends[r] > part[r][1]]
+    self._prefill_rows([slots[r] for r in rest], [part[r][1] for r in rest],
+                       [prompts[r][part[r][1]:ends[r]] for r in rest])
+    self._copy_rows(later)
+    shared = sum(n for _, _, n in copies + later)
+    self.stats["shared_tokens"] += shared
+    self.stats["prefill_tokens"] -= shared
+
+  def _copy_rows(self, copies) -> None:
+    """For each (source slot, destination slot, n): copies cache positions [0, n) (and a hybrid's recurrent
+    state) of the source slot to the destination; batched per length bucket, padded to a power of two with
+    scratch-to-scratch copies."""
+    groups: dict[int, list] = {}
+    for c in copies:
+      groups.setdefault(self._length_bucket(c[2]), []).append(c)
+    for length, rows in groups.items():
+      bb = _pow2(len(rows))
+      s = np.array([q for q, _, _ in rows] + [0] * (bb - len(rows)), np.int32)
+      d = np.array([r for _, r, _ in rows] + [0] * (bb - len(rows)), np.int32)
+      self._cache = self._copy_fn(self._cache, jnp.asarray(s), jnp.asarray(d), length=length)
+
+  def _chunk_len(self, remaining: int) -> int:
+    """The chunk for a group's next ``remaining`` tokens: the smallest bucket that holds them, unless the next
+    smaller bucket followed by the bucket of what is left is at most 3/4 of its size (a 259-token prompt runs
+    as 256 + 16 slots instead of 512; 20 tokens stay one 32-slot chunk)."""
+    c = _bucket(remaining, self.chunk_buckets)
+    smaller = [b for b in self.chunk_buckets if b < c]
+    if smaller and remaining > smaller[-1]:
+      split = smaller[-1] + _bucket(remaining - smaller[-1], self.chunk_buckets)
+      if 4 * split <= 3 * c:
+        return smaller[-1]
+    return c
+
+  def _prefill_rows(self, slots: Sequence[int], starts: Sequence[int], suffixes: Sequence[Sequence[int]]) -> None:
+    """Writes ``suffixes[r]`` into cache slot ``slots[r]`` from position ``starts[r]``. Chunks of a bucketed
+    length; rows are grouped by suffix-length bucket so a short next-turn suffix is never padded to a long
+    one, and a chunk runs only the rows that still have tokens in it."""
     groups: dict[int, list[int]] = {}
     for i, x in enumerate(suffixes):
-      groups.setdefault(_bucket(len(x), self.chunk_buckets), []).append(i)
+      if len(x):
+        groups.setdefault(_bucket(len(x), self.chunk_buckets), []).append(i)
     for rows in groups.values():
       done_tokens = 0
       longest = max(len(suffixes[i]) for i in rows)
       while done_tokens < longest:
         active = [i for i in rows if len(suffixes[i]) > done_tokens]
-        c = _bucket(max(len(suffixes[i]) for i in active) - done_tokens, self.chunk_buckets)
+        c = self._chunk_len(max(len(suffixes[i]) for i in active) - done_tokens)
         c = min(c, self.max_seq_len - max(int(starts[i]) + done_tokens for i in active))
         ba = _pow2(len(active))
         chunk = np.zeros((ba, c), np.int32)
-        last_idx = np.full((ba,), -1, np.int32)
         valid = np.zeros((ba,), np.int32)
         cstart = np.zeros((ba,), np.int32)
         slots_a = np.zeros((ba,), np.int32)  # padding rows write to the scratch slot 0
@@ -456,22 +528,10 @@ class JaxEngine:
           valid[r] = len(piece)
           cstart[r] = starts[i] + done_tokens
           slots_a[r] = slots[i]
-          if done_tokens <= len(suffixes[i]) - 1 < done_tokens + c:
-            last_idx[r] = len(suffixes[i]) - 1 - done_tokens
         length = self._length_bucket(int(cstart.max()) + c)
-        if not want_hidden:
-          self._cache, _ = self._prefill_fn(self._params, self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
-                                            jnp.asarray(cstart), jnp.asarray(np.full((ba,), -1, np.int32)),
-                                            self._zero_hidden(ba), jnp.asarray(valid), length=length)
-          done_tokens += c
-          continue
-        idx = jnp.asarray(np.array(active + [scratch] * (ba - len(active)), np.int32))
-        self._cache, h = self._prefill_fn(self._params, self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
-                                          jnp.asarray(cstart), jnp.asarray(last_idx), self._rows(last_h, idx),
-                                          jnp.asarray(valid), length=length)
-        last_h = last_h.at[idx].set(h)
+        self._cache = self._prefill_fn(self._params, self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
+                                       jnp.asarray(cstart), jnp.asarray(valid), length=length)
         done_tokens += c
-    return last_h
 
   # -- continuous batching ------------------------------------------------------------------------------
   def submit(self, prompt: Sequence[int], params: SamplingParams, session_id: int | None = None,
@@ -538,10 +598,9 @@ class JaxEngine:
 
   def _stream_prefill(self) -> None:
     fresh = [r for r in self._stream if r.fresh]
-    rows = [r for r in fresh if len(r.prompt) - 1 > r.session.cached_len]
-    if rows:
-      self._prefill_rows([r.session.slot for r in rows], [r.session.cached_len for r in rows],
-                         [r.prompt[r.session.cached_len:-1] for r in rows], want_hidden=False)
+    if fresh:
+      self._prefill_prompts([r.session.slot for r in fresh],
+                            [min(r.session.cached_len, len(r.prompt) - 1) for r in fresh], [r.prompt for r in fresh])
     for r in fresh:
       r.fresh = False
       r.session.tokens = list(r.prompt)
@@ -551,26 +610,12 @@ class JaxEngine:
     """One decode kernel over every row in flight, exiting once ``want`` of them stopped."""
     params = self._stream_params
     rows = self._stream
-    m, bb = len(rows), _pow2(len(rows))
-    pad = bb - m
-    pos = np.array([r.session.cached_len for r in rows] + [0] * pad, np.int32)
-    left = np.array([r.budget - len(r.gen) for r in rows] + [0] * pad, np.int32)
-    tok = np.array([(r.gen[-1] if r.gen else r.prompt[-1]) for r in rows] + [0] * pad, np.int32)
-    slots = np.array([r.session.slot for r in rows] + [0] * pad, np.int32)
-    offset = np.array([len(r.gen) for r in rows] + [0] * pad, np.int32)
-    keys = np.stack([r.key_data for r in rows] + [rows[0].key_data] * pad)
-    length = self._length_bucket(int((pos[:m] + left[:m]).max()))
-    # one output width per sampling setting (not per call's longest remaining budget): fewer kernel signatures
-    max_new = _pow2(min(int(params.max_tokens), self.max_seq_len), lo=8)
-    stop = np.array(list(params.stop_token_ids) or [-1], np.int32)
-    stop = np.pad(stop, (0, _pow2(len(stop)) - len(stop)), constant_values=-1)
-    fn = self._stream_fn(bb, max_new, params.top_k, params.greedy, int(stop.shape[0]), length)
-    self._cache, toks, lps, counts = fn(
-        self._params, self._cache, jnp.asarray(slots), jnp.asarray(tok), jnp.asarray(pos), jnp.asarray(left),
-        jnp.asarray(stop), jnp.asarray(keys), jnp.asarray(offset), jnp.float32(params.temperature),
-        jnp.float32(params.top_p), jnp.int32(m - want))
+    toks, lps, counts = self._run_decode(
+        slots=[r.session.slot for r in rows], tok=[(r.gen[-1] if r.gen else r.prompt[-1]) for r in rows],
+        pos=[r.session.cached_len for r in rows], left=[r.budget - len(r.gen) for r in rows],
+        key_data=np.stack([r.key_data for r in rows]), offset=[len(r.gen) for r in rows], params=params,
+        min_active=len(rows) - want)
     self.stats["stream_decodes"] += 1
-    toks, lps, counts = np.asarray(toks), np.asarray(lps), np.asarray(counts)
     stops = set(params.stop_token_ids)
     finished, going = [], []
     for i, r in enumerate(rows):
@@ -591,54 +636,6 @@ class JaxEngine:
       if r not in going and r.sid < 0:  # an anonymous request's session ends with it
         self.end_session(r.sid)
     return finished
-
-  def _stream_fn(self, bb: int, max_new: int, top_k: int, greedy: bool, n_stop: int, length: int):
-    return self._kernel(self._stream_fns, self._stream_decode_impl, bb, max_new, top_k, greedy, n_stop, length)
-
-  def _stream_decode_impl(self, params, cache, slots_b, tok_b, pos_b, budget_b, stop_ids, key_data_b, offset_b,
-                          temperature, top_p, min_active, *, max_new: int, top_k: int, greedy: bool, length: int):
-    """Feed-then-sample decode on cache positions [0, length): iteration i feeds row b's pending token at
-    position ``pos_b[b] + i`` and draws token ``offset_b[b] + i`` of its reply with ``fold_in(key_b,
-    offset_b[b] + i)``; a row stops on a stop token or after ``budget_b[b]`` tokens (a row with budget 0, a
-    padding row, never runs). The loop exits once at most ``min_active`` rows are still going; returns the
-    cache, tokens [B, max_new], logprobs and per-row counts."""
-    model = nnx.merge(self._graphdef, params)
-    layers = model.split_layers()
-    head = model.decode_head()
-    window = model.cache_take(cache, slots_b, length)
-    sub = model.cache_layers(window)
-    keys_b = jax.random.wrap_key_data(key_data_b)
-    b = slots_b.shape[0]
-
-    def is_stop(tok):
-      return jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
-
-    def cond(state):
-      i, _, _, _, _, done, _ = state
-      return (i < max_new) & (jnp.sum(~done) > min_active)
-
-    def body(state):
-      i, sub, tok, out_t, out_lp, done, n = state
-      active = ~done
-      hidden, sub = model.forward_cached_unrolled(tok[:, None], pos_b + i, layers, sub, active.astype(jnp.int32))
-      nt, nlp = sample_tokens(token_keys(keys_b, offset_b + i), model.decode_logits(hidden[:, 0], head),
-                              temperature, top_k, top_p, greedy)
-      out_t = out_t.at[:, i].set(jnp.where(active, nt, 0))
-      out_lp = out_lp.at[:, i].set(jnp.where(active, nlp, 0.0))
-      n = n + active.astype(jnp.int32)
-      done = done | (active & (is_stop(nt) | (n >= budget_b)))
-      return i + 1, sub, jnp.where(active, nt, tok), out_t, out_lp, done, n
-
-    state = (jnp.int32(0), sub, tok_b, jnp.zeros((b, max_new), jnp.int32), jnp.zeros((b, max_new), jnp.float32),
-             budget_b <= 0, jnp.zeros((b,), jnp.int32))
-    _, sub, _, out_t, out_lp, _, n = jax.lax.while_loop(cond, body, state)
-    cache = model.cache_put(cache, model.cache_stack(sub, window), slots_b, length)
-    return cache, out_t, out_lp, n
-
-  def _zero_hidden(self, b: int):
-    if b not in self._zeros_h:
-      self._zeros_h[b] = jax.device_put(jnp.zeros((b, self.cfg.hidden_size), self.cfg.jnp_dtype), self._row_sharding)
-    return self._zeros_h[b]
 
   def update_weights(self, model) -> None:
     """Uses (a copy of) the given model's parameters from now on; cached sessions are invalidated. The copy

@@ -397,8 +397,8 @@ def test_submit_poll_does_not_recompile_across_batch_compositions(model):
     drain(eng)
 
   for stagger in (False, True):
-    for n in (1, 2, 3, 4):
-      wave([SEEDED[i % 3] for i in range(n)], range(n), stagger)
+    for n in (1, 2, 3, 4):  # distinct prompts: identical ones would share one prefill (a smaller batch)
+      wave([[i + 1] + SEEDED[i % 3] for i in range(n)], range(n), stagger)
 
   def calls():
     wave([SEEDED[2], [1, 2, 3, 4], [7, 7]], (11, 12, 13), True)
@@ -467,3 +467,62 @@ def nnx_params(model):
   from flax import nnx
 
   return nnx.state(model, nnx.Param)
+
+
+# -- shared prompt prefixes and chunking ------------------------------------------------------------------------
+
+SYSTEM = [(7 * j) % 400 + 20 for j in range(40)]  # a 40-token "system prompt" shared by two prompts
+
+
+def test_share_plan_copies_duplicates_and_common_prefixes():
+  """Hand-worked plans: rows 0 and 2 hold the same prefix (2 copies 0), rows 0 and 1 share the 40 system
+  tokens (1, sorting after 0, copies them from leader 0), row 3 continues a cached history (None), row 4 shares
+  fewer than ``min_share`` tokens with anything and leads; without partial sharing only the duplicate copies."""
+  from codjax.rollout.jax_engine import _share_plan
+
+  a, b = SYSTEM + [5, 17, 99], SYSTEM + [300, 12]
+  prefixes = [a, b, list(a), None, SYSTEM[:3] + [1, 2]]
+  dup, part = _share_plan(prefixes, partial=True, min_share=16)
+  assert dup == {2: 0} and part == {1: (0, 40)}
+  dup, part = _share_plan(prefixes, partial=False, min_share=16)
+  assert dup == {2: 0} and part == {}
+  # b sorts before a when its first differing token is smaller: then b leads and a shares from it
+  b2 = SYSTEM + [1, 2]
+  assert _share_plan([a, b2], partial=True, min_share=16) == ({}, {0: (1, 40)})
+
+
+def test_chunks_split_when_a_bucket_would_be_mostly_padding(engine):
+  """A group's next chunk: the bucket holding the remaining tokens, or the next smaller bucket when that
+  plus the bucket of the rest is at most 3/4 of it (worked by hand for buckets 16 ... 512)."""
+  want = {1: 16, 16: 16, 17: 32, 20: 32, 33: 32, 100: 128, 130: 128, 259: 256, 380: 256, 400: 512, 600: 512}
+  assert {n: engine._chunk_len(n) for n in want} == want
+
+
+def test_shared_prompt_prefixes_are_prefilled_once_and_stay_exact(model):
+  """Two copies of a prompt (the G repeats of a first turn) and a prompt starting with the same 40-token
+  system prompt copy those tokens' keys and values instead of computing them; every reply (tokens,
+  logprobs) is the one its request gets alone, where nothing is shared, under ``generate`` and under
+  ``submit``/``poll``; the next turn continues each session from its own history."""
+  a, b = SYSTEM + [5, 17, 99, 230], SYSTEM + [300, 12, 8, 4, 77]
+  prompts, seeds = [a, b, a, list(range(50, 62))], (1, 2, 3, 4)
+  eng = JaxEngine(model, max_slots=8, max_seq_len=256)
+  got = eng.generate(prompts, sampled(seeds, max_tokens=10), session_ids=[1, 2, 3, 4])
+  # a's copy: all of a but its last token (the decode kernel feeds that one); b: the 40 system tokens
+  shared = (len(a) - 1) + len(SYSTEM)
+  assert eng.stats["shared_tokens"] == shared
+  assert eng.stats["prefill_tokens"] == sum(len(p) for p in prompts) - shared
+  alone = JaxEngine(model, max_slots=8, max_seq_len=256)
+  for p, s, g in zip(prompts, seeds, got):
+    assert_same_reply(g, alone.generate([p], sampled((s,), max_tokens=10))[0])
+  assert got[0].token_ids != got[2].token_ids  # the copies draw their own replies
+  hist = [p + g.token_ids + [60, 61] for p, g in zip(prompts, got)]
+  nxt = eng.generate(hist, sampled((5, 6, 7, 8), max_tokens=8), session_ids=[1, 2, 3, 4])
+  assert eng.stats["shared_tokens"] == shared  # continuing sessions share nothing new
+  for h, s, g in zip(hist, (5, 6, 7, 8), nxt):
+    assert_same_reply(g, alone.generate([h], sampled((s,), max_tokens=8))[0])
+  stream = JaxEngine(model, max_slots=8, max_seq_len=256)
+  rids = [stream.submit(p, SamplingParams(temperature=1.0, max_tokens=10), seed=s) for p, s in zip(prompts, seeds)]
+  done = dict(stream.poll(min_finished=len(prompts)))
+  assert stream.stats["shared_tokens"] == shared
+  for rid, g in zip(rids, got):
+    assert_same_reply(done[rid], g)

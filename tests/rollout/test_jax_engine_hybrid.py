@@ -171,3 +171,22 @@ def test_moe_hybrid_engine_is_exact():
   assert_nontrivial(nxt, turn2)
   for p, c in zip(nxt, turn2):
     assert c.token_ids == full_forward_greedy(fwd, p, 8)
+
+
+def test_identical_prompts_share_their_prefill_and_stay_exact(model):
+  """On the hybrid only identical prompts share a prefill (its recurrent state exists at a prompt's end, not
+  at a common prefix's): two copies of a prompt copy the keys, values and recurrent state of all but its last
+  token; a prompt with the same first tokens computes its own; each reply is the one its request gets alone."""
+  a = [5, 17, 99, 230, 41, 7, 8, 9] * 3
+  b = a[:20] + [300, 12]
+  prompts, seeds = [a, b, a], (1, 2, 3)
+  eng = JaxEngine(model, max_slots=4, max_seq_len=128)
+  params = lambda s: SamplingParams(temperature=1.0, max_tokens=8, seeds=s)
+  got = eng.generate(prompts, params(seeds))
+  assert eng.stats["shared_tokens"] == len(a) - 1
+  alone = JaxEngine(model, max_slots=4, max_seq_len=128)
+  for p, s, g in zip(prompts, seeds, got):
+    want = alone.generate([p], params((s,)))[0]
+    assert g.token_ids == want.token_ids
+    np.testing.assert_allclose(g.logprobs, want.logprobs, atol=3e-5)
+  assert got[0].token_ids != got[2].token_ids
