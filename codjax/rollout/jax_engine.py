@@ -23,8 +23,9 @@ Each ``generate`` call:
   2. decode inside one jitted ``lax.while_loop`` (no Python loop over tokens): each iteration feeds every
      row's pending token (first the prompt's last token) and samples the next; rows stop on a stop token or
      their token budget; the loop exits when at most half of its power-of-two batch is still going, and those
-     rows continue in the next, smaller batch (a "phase", starting from their last sampled token), so
-     finished rows stop costing compute (``stats["decode_phases"]`` counts phases).
+     rows continue in the next, smaller batch (a "phase", starting from their last sampled token; a batch of
+     ``min_batch`` rows runs to the end), so finished rows stop costing compute (``stats["decode_phases"]``
+     counts phases).
 Continuous batching (``submit`` / ``poll``, driven by ``codjax.agents.episode.run_streaming``): requests
 enter and leave the decode batch one by one. A request's prompt suffix except its last token is prefilled when
 it joins; the same decode kernel then runs every request in flight and exits once a given number of rows
@@ -35,7 +36,7 @@ requests of the call, their order, the batch size, the padding or the phases: re
 ``jax.random.key(params.seeds[r])`` with per-request seeds, else ``fold_in(call_key, r)`` (call_key =
 ``key(params.seed)``, or a split of the engine's own key when unseeded), and token t of its reply is drawn
 with ``fold_in(row_key, t)``. The keys are traced kernel arguments (no recompiles when they change).
-Request batches are padded to power-of-two buckets and chunk lengths to a fixed bucket list, so a new
+Request batches are padded to power-of-two buckets of at least ``min_batch`` rows and chunk lengths to a fixed bucket list, so a new
 prompt length does not trigger a recompile. Each kernel works on the cache positions ``[0, Lb)`` only, Lb
 the power-of-two bucket (>= 128, capped at ``max_seq_len``) of the furthest position the call writes: the
 cost of a decode step (attention reads, the per-step cache update) scales with the conversations' length,
@@ -60,6 +61,9 @@ from codjax.rollout.sampling import indexed_keys, sample_tokens, seed_keys, toke
 
 CHUNK_BUCKETS = (16, 32, 64, 128, 256, 512)
 MIN_LENGTH_BUCKET = 128
+# kernels run at least this many rows (padding rows are free of tokens): fewer kernel signatures to compile (a
+# small batch of a tiny model costs about what 8 rows cost) at the price of padding in 1-4-row calls
+MIN_BATCH_BUCKET = 8
 
 
 def _bucket(n: int, buckets: Sequence[int]) -> int:
@@ -163,9 +167,13 @@ class JaxEngine:
   """KV-cache sampler over a codjax ``Qwen3`` (see module docstring)."""
 
   def __init__(self, model, *, max_slots: int = 64, max_seq_len: int = 2048, mesh: Mesh | None = None,
-               seed: int = 0, cache_dtype=None, chunk_buckets: Sequence[int] = CHUNK_BUCKETS):
+               seed: int = 0, cache_dtype=None, chunk_buckets: Sequence[int] = CHUNK_BUCKETS,
+               min_batch: int = MIN_BATCH_BUCKET):
     if max_slots < 1 or max_seq_len < 2:
       raise ValueError("max_slots must be >= 1 and max_seq_len >= 2")
+    if min_batch < 1 or min_batch & (min_batch - 1):
+      raise ValueError(f"min_batch must be a power of two >= 1, got {min_batch}")
+    self.min_batch = min_batch
     self.cfg = model.cfg
     self.max_slots = max_slots
     self.max_seq_len = max_seq_len
@@ -211,6 +219,10 @@ class JaxEngine:
     self._next_rid = 0
 
   # -- jitted kernels ------------------------------------------------------------------------------------
+  def _batch_bucket(self, rows: int) -> int:
+    """Rows a kernel runs for ``rows`` requests: the power of two >= rows, at least ``min_batch``."""
+    return _pow2(rows, lo=self.min_batch)
+
   def _length_bucket(self, end: int) -> int:
     """Cache positions a call works on: the bucket of its furthest written position ``end`` (exclusive)."""
     return min(self.max_seq_len, _pow2(end, lo=MIN_LENGTH_BUCKET))
@@ -400,12 +412,12 @@ class JaxEngine:
     gen_lp: list[list[float]] = [[] for _ in range(n)]
     pending = list(range(n))
     while pending:
-      bb = _pow2(len(pending))
+      bb = self._batch_bucket(len(pending))
       toks, lps, counts = self._run_decode(
           slots=[slots[i] for i in pending], tok=[gen[i][-1] if gen[i] else prompts[i][-1] for i in pending],
           pos=[len(prompts[i]) - 1 + len(gen[i]) for i in pending], left=[budget0[i] - len(gen[i]) for i in pending],
           key_data=key_data[pending], offset=[len(gen[i]) for i in pending], params=params,
-          min_active=bb // 2 if bb > 1 else 0)
+          min_active=bb // 2 if bb > self.min_batch else 0)
       self.stats["decode_phases"] += 1
       going = []
       for r, i in enumerate(pending):
@@ -422,7 +434,7 @@ class JaxEngine:
     row r feeds ``tok[r]`` at position ``pos[r]`` and may draw ``left[r]`` tokens, numbered from ``offset[r]``;
     exits once at most ``min_active`` rows are going. Returns host arrays (tokens, logprobs, counts)."""
     m = len(slots)
-    bb = _pow2(m)
+    bb = self._batch_bucket(m)
     pad = bb - m
     i32 = lambda xs: np.asarray(list(xs) + [0] * pad, np.int32)
     pos_b, left_b = i32(pos), i32(left)
@@ -485,7 +497,7 @@ class JaxEngine:
     for c in copies:
       groups.setdefault(self._length_bucket(c[2]), []).append(c)
     for length, rows in groups.items():
-      bb = _pow2(len(rows))
+      bb = self._batch_bucket(len(rows))
       s = np.array([q for q, _, _ in rows] + [0] * (bb - len(rows)), np.int32)
       d = np.array([r for _, r, _ in rows] + [0] * (bb - len(rows)), np.int32)
       self._cache = self._copy_fn(self._cache, jnp.asarray(s), jnp.asarray(d), length=length)
@@ -517,7 +529,7 @@ class JaxEngine:
         active = [i for i in rows if len(suffixes[i]) > done_tokens]
         c = self._chunk_len(max(len(suffixes[i]) for i in active) - done_tokens)
         c = min(c, self.max_seq_len - max(int(starts[i]) + done_tokens for i in active))
-        ba = _pow2(len(active))
+        ba = self._batch_bucket(len(active))
         chunk = np.zeros((ba, c), np.int32)
         valid = np.zeros((ba,), np.int32)
         cstart = np.zeros((ba,), np.int32)

@@ -29,7 +29,8 @@ def model(peaked_ckpt):
 
 @pytest.fixture(scope="module")
 def engine(model):
-  return JaxEngine(model, max_slots=8, max_seq_len=256, seed=0)
+  # min_batch=1: batches of 1, 2 and 4 rows, so the decode-phase tests below see phases at every size
+  return JaxEngine(model, max_slots=8, max_seq_len=256, seed=0, min_batch=1)
 
 
 PROMPTS = [[5, 17, 99, 230, 41, 7], [300, 12, 8], list(range(20, 45))]
@@ -176,7 +177,7 @@ def test_decode_phases_continue_long_rows_exactly(model):
   """Rows whose replies end early leave the batch (the loop exits once at most half of it is still going)
   and the rest continue in a smaller batch: tokens and logprobs equal those of one uninterrupted decode, and
   sampled logprobs still match the trainer's forward at every position."""
-  eng = JaxEngine(model, max_slots=8, max_seq_len=256, seed=0)
+  eng = JaxEngine(model, max_slots=8, max_seq_len=256, seed=0, min_batch=1)
   prompts = [[5, 17, 99], [300, 12, 8, 4], list(range(20, 45)), [7] * 9, [11, 250, 3], [90, 91]]
   free = eng.generate(prompts, SamplingParams(temperature=0.0, max_tokens=24))
   assert_nontrivial(prompts, free)
@@ -526,3 +527,29 @@ def test_shared_prompt_prefixes_are_prefilled_once_and_stay_exact(model):
   assert stream.stats["shared_tokens"] == shared
   for rid, g in zip(rids, got):
     assert_same_reply(done[rid], g)
+
+
+def test_min_batch_pads_small_calls_to_one_compiled_batch(model, engine):
+  """The default ``min_batch`` of 8: after one call of 5 requests, calls of 1, 2 and 3 requests (other
+  prompts of the same length buckets) run the same 8-row kernels, compiling nothing, and every reply equals
+  the one an engine without the floor (``min_batch=1``, phases down to one row) gives."""
+  eng = JaxEngine(model, max_slots=8, max_seq_len=256)
+  assert eng.min_batch == 8
+
+  def batch(n, base):
+    return [[(base + 13 * i + j) % 500 + 3 for j in range(6)] for i in range(n)]
+
+  eng.generate(batch(5, 0), sampled(tuple(range(5)), max_tokens=6))
+  got = {}
+
+  def calls():
+    for n in (1, 2, 3):
+      got[n] = eng.generate(batch(n, 40 + n), sampled(tuple(range(10, 10 + n)), max_tokens=6))
+
+  compiles = compilations(calls)
+  assert not compiles, f"{len(compiles)} XLA compilations after warm-up"
+  for n in (1, 2, 3):
+    for g, w in zip(got[n], engine.generate(batch(n, 40 + n), sampled(tuple(range(10, 10 + n)), max_tokens=6))):
+      assert_same_reply(g, w)
+  with pytest.raises(ValueError, match="power of two"):
+    JaxEngine(model, max_slots=2, max_seq_len=64, min_batch=3)

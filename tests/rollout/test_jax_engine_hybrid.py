@@ -37,7 +37,8 @@ def model():
 
 @pytest.fixture(scope="module")
 def engine(model):
-  return JaxEngine(model, max_slots=4, max_seq_len=128, seed=0)
+  # min_batch=1: batches of 1, 2 and 4 rows, so the stopping test sees decode phases at every size
+  return JaxEngine(model, max_slots=4, max_seq_len=128, seed=0, min_batch=1)
 
 
 def full_forward_greedy(fwd, prompt, n):
