@@ -90,6 +90,29 @@ def test_teacher_random_fraction_mixes_in_random_commands():
   assert np.mean([r.won for r in runs]) < 1.0 or np.mean([r.num_turns for r in runs]) > 13
 
 
+def test_teacher_extra_calls_add_redundant_wellformed_harness_calls():
+  ps = packs(40)
+  s = HarnessSettings()
+  base = [r for t in run_evoharness(PolicyBackend(HarnessTeacher(), 3), ps, 1, s, ExperienceBank(), 0) for r in t.runs]
+  same = [r for t in run_evoharness(PolicyBackend(HarnessTeacher(extra_calls=0.0), 3), ps, 1, s, ExperienceBank(), 0)
+          for r in t.runs]
+  assert [r.actions for r in same] == [r.actions for r in base]  # off: the rng is not drawn, nothing changes
+  more = [r for t in run_evoharness(PolicyBackend(HarnessTeacher(extra_calls=0.3), 3), ps, 1, s, ExperienceBank(), 0)
+          for r in t.runs]
+  calls = lambda runs: float(np.mean([sum(r.meta_calls().values()) for r in runs]))
+  env_cmds = float(np.mean([r.kinds.count("env") for r in more]))
+  # p / (1 - p) = 0.43 extra calls per environment command (a little less: no verb repeats the previous action)
+  assert calls(more) - calls(base) > 0.25 * env_cmds
+  assert all(k in ("env", "meta") for r in more for k in r.kinds)  # every extra call is well-formed
+  assert all(a != b for r in more for a, b in zip(r.actions, r.actions[1:]) if a.split(" ", 1)[0] in ("track", "recall"))
+  # each call costs a turn of the same 20-turn budget: the teacher still solves most tasks, in more turns (100
+  # tasks, 2026-12-05: 5.0 -> 9.3 calls per episode, won 1.00 -> 0.78, 12.5 -> 16.2 turns)
+  assert np.mean([r.won for r in more]) >= 0.6
+  assert np.mean([r.num_turns for r in more]) > np.mean([r.num_turns for r in base])
+  with pytest.raises(ValueError, match="extra_calls"):
+    HarnessTeacher(extra_calls=1.0)
+
+
 # -- budgets, invalid turns, reward ---------------------------------------------------------------------------------
 def test_budget_counts_meta_actions_only_when_charged():
   ps = packs(1)
