@@ -1,8 +1,8 @@
 """Tiny CPU CoD experiment (the README's main job): tiny Qwen3 -> SFT warm start -> CoD RL -> final eval.
 
 Everything runs on 2 CPU cores in about 15 minutes (measured 2026-12-05, README "What the main job shows"):
-after SFT the solve reward rises with the pack position; 30 CoD RL steps raise the mean solve reward by
-+0.044 +- 0.010 (paired over 600 test packs, +4.3 s.e.), and the README lists the other RL seeds and SFT order.
+after SFT the solve reward rises with the pack position; 24 CoD RL steps raise the mean solve reward by
++0.058 +- 0.011 (paired over 600 test packs, +5.5 s.e.), and the README lists the other RL seeds and SFT order.
 The environment is FrozenLake-Obscure's ``tiny`` preset (codjax/envs/frozenlake/presets.py: 3-4 side maps with few
 holes, a step budget of shortest path + 1, relative move feedback, compact text), because a randomly
 initialized 1-2M-parameter model cannot learn the paper's train preset on CPU in minutes

@@ -219,9 +219,9 @@ class JaxEngine:
     self._next_rid = 0
 
   # -- jitted kernels ------------------------------------------------------------------------------------
-  def _batch_bucket(self, rows: int) -> int:
-    """Rows a kernel runs for ``rows`` requests: the power of two >= rows, at least ``min_batch``."""
-    return _pow2(rows, lo=self.min_batch)
+  def _batch_bucket(self, rows: int, lo: int | None = None) -> int:
+    """Rows a kernel runs for ``rows`` requests: the power of two >= rows, at least ``lo`` (``min_batch``)."""
+    return _pow2(rows, lo=self.min_batch if lo is None else lo)
 
   def _length_bucket(self, end: int) -> int:
     """Cache positions a call works on: the bucket of its furthest written position ``end`` (exclusive)."""
@@ -460,36 +460,38 @@ class JaxEngine:
                                                         greedy=greedy, length=length), donate_argnums=(1,))
     return self._decode_fns[sig]
 
-  def _prefill_prompts(self, slots: Sequence[int], starts: Sequence[int], prompts: Sequence[Sequence[int]]):
+  def _prefill_prompts(self, slots: Sequence[int], starts: Sequence[int], prompts: Sequence[Sequence[int]],
+                       min_rows: int | None = None):
     """Writes ``prompts[r][starts[r]:-1]`` into cache slot ``slots[r]`` (the last token is the decode kernel's
     to feed). Rows prefilled from position 0 share their prompts' common prefixes: requests with the same
     prompt (the G repeats of a pack's first turn) are prefilled once and copied, and on models whose cache
     rows can be cut at any position (``PREFIX_COPY``: plain attention; a hybrid's recurrent state exists only
     at a prompt's end) a prompt that starts with another's first tokens (a shared system prompt) copies them
     and prefills only the rest. ``stats["shared_tokens"]`` counts the tokens copied instead of computed, and
-    ``stats["prefill_tokens"]`` (prompt tokens fed to the model) leaves them out."""
+    ``stats["prefill_tokens"]`` (prompt tokens fed to the model) leaves them out. Kernels run at least
+    ``min_rows`` rows (default ``min_batch``)."""
     ends = [len(p) - 1 for p in prompts]
     dup, part = _share_plan([list(p[:e]) if st == 0 else None for p, st, e in zip(prompts, starts, ends)],
                             bool(getattr(self._model_cls, "PREFIX_COPY", False)), self.chunk_buckets[0])
     # 1. rows that compute their prompt from their start: leaders, and rows continuing a cached history
     first = [r for r in range(len(prompts)) if r not in dup and r not in part and ends[r] > starts[r]]
     self._prefill_rows([slots[r] for r in first], [starts[r] for r in first],
-                       [prompts[r][starts[r]:ends[r]] for r in first])
+                       [prompts[r][starts[r]:ends[r]] for r in first], min_rows)
     # 2. copies from leaders (shared prefixes, and duplicates of leaders); then the rest of each shared prefix
     copies = ([(slots[part[r][0]], slots[r], part[r][1]) for r in part]
               + [(slots[q], slots[r], ends[r]) for r, q in dup.items() if q not in part])
     # 3. duplicates of rows completed in 2
     later = [(slots[q], slots[r], ends[r]) for r, q in dup.items() if q in part]
-    self._copy_rows(copies)
+    self._copy_rows(copies, min_rows)
     rest = [r for r in part if ends[r] > part[r][1]]
     self._prefill_rows([slots[r] for r in rest], [part[r][1] for r in rest],
-                       [prompts[r][part[r][1]:ends[r]] for r in rest])
-    self._copy_rows(later)
+                       [prompts[r][part[r][1]:ends[r]] for r in rest], min_rows)
+    self._copy_rows(later, min_rows)
     shared = sum(n for _, _, n in copies + later)
     self.stats["shared_tokens"] += shared
     self.stats["prefill_tokens"] -= shared
 
-  def _copy_rows(self, copies) -> None:
+  def _copy_rows(self, copies, min_rows: int | None = None) -> None:
     """For each (source slot, destination slot, n): copies cache positions [0, n) (and a hybrid's recurrent
     state) of the source slot to the destination; batched per length bucket, padded to a power of two with
     scratch-to-scratch copies."""
@@ -497,7 +499,7 @@ class JaxEngine:
     for c in copies:
       groups.setdefault(self._length_bucket(c[2]), []).append(c)
     for length, rows in groups.items():
-      bb = self._batch_bucket(len(rows))
+      bb = self._batch_bucket(len(rows), min_rows)
       s = np.array([q for q, _, _ in rows] + [0] * (bb - len(rows)), np.int32)
       d = np.array([r for _, r, _ in rows] + [0] * (bb - len(rows)), np.int32)
       self._cache = self._copy_fn(self._cache, jnp.asarray(s), jnp.asarray(d), length=length)
@@ -514,7 +516,8 @@ class JaxEngine:
         return smaller[-1]
     return c
 
-  def _prefill_rows(self, slots: Sequence[int], starts: Sequence[int], suffixes: Sequence[Sequence[int]]) -> None:
+  def _prefill_rows(self, slots: Sequence[int], starts: Sequence[int], suffixes: Sequence[Sequence[int]],
+                    min_rows: int | None = None) -> None:
     """Writes ``suffixes[r]`` into cache slot ``slots[r]`` from position ``starts[r]``. Chunks of a bucketed
     length; rows are grouped by suffix-length bucket so a short next-turn suffix is never padded to a long
     one, and a chunk runs only the rows that still have tokens in it."""
@@ -529,7 +532,7 @@ class JaxEngine:
         active = [i for i in rows if len(suffixes[i]) > done_tokens]
         c = self._chunk_len(max(len(suffixes[i]) for i in active) - done_tokens)
         c = min(c, self.max_seq_len - max(int(starts[i]) + done_tokens for i in active))
-        ba = self._batch_bucket(len(active))
+        ba = self._batch_bucket(len(active), min_rows)
         chunk = np.zeros((ba, c), np.int32)
         valid = np.zeros((ba,), np.int32)
         cstart = np.zeros((ba,), np.int32)
@@ -611,8 +614,11 @@ class JaxEngine:
   def _stream_prefill(self) -> None:
     fresh = [r for r in self._stream if r.fresh]
     if fresh:
+      # arrivals come one or two at a time under continuous batching: their prefill runs at its own power-of-two
+      # batch (1, 2, 4 rows; each kernel compiles once), not padded to ``min_batch`` rows of real compute
       self._prefill_prompts([r.session.slot for r in fresh],
-                            [min(r.session.cached_len, len(r.prompt) - 1) for r in fresh], [r.prompt for r in fresh])
+                            [min(r.session.cached_len, len(r.prompt) - 1) for r in fresh], [r.prompt for r in fresh],
+                            min_rows=1)
     for r in fresh:
       r.fresh = False
       r.session.tokens = list(r.prompt)
