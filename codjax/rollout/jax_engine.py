@@ -36,7 +36,8 @@ requests of the call, their order, the batch size, the padding or the phases: re
 ``jax.random.key(params.seeds[r])`` with per-request seeds, else ``fold_in(call_key, r)`` (call_key =
 ``key(params.seed)``, or a split of the engine's own key when unseeded), and token t of its reply is drawn
 with ``fold_in(row_key, t)``. The keys are traced kernel arguments (no recompiles when they change).
-Request batches are padded to power-of-two buckets of at least ``min_batch`` rows and chunk lengths to a fixed bucket list, so a new
+Request batches are padded to power-of-two buckets of at least ``min_batch`` rows (continuous batching's
+prefills of arrivals, one or two at a time: at least 1) and chunk lengths to a fixed bucket list, so a new
 prompt length does not trigger a recompile. Each kernel works on the cache positions ``[0, Lb)`` only, Lb
 the power-of-two bucket (>= 128, capped at ``max_seq_len``) of the furthest position the call writes: the
 cost of a decode step (attention reads, the per-step cache update) scales with the conversations' length,
