@@ -306,3 +306,27 @@ def test_missing_pipeline_is_a_clear_error(monkeypatch):
     tier1.Tier1Game(HEAT)
   with pytest.raises(ValueError):
     tier1.play(HEAT, "go to fridge 1")
+
+
+def test_memoized_textworld_parsers_hand_out_fresh_equal_copies(engine):
+  """The parse cache every engine installs (tier1 docstring): a repeated string is parsed once, and each
+  call gets its own copy (TextWorld sets a context on the symbols it derives), equal to a fresh parse."""
+  import importlib
+
+  textgen = importlib.import_module("textworld.envs.pddl.textgen")
+  parse = textgen._parse_and_convert
+  raw = parse.__wrapped_parse__
+  text = "You see #list_objects# on {r.name}. [{o.indefinite + ' ' + o.name | inReceptacle(o, r)}]"
+  before = parse.cache_info()
+  a = parse(text, rule_name="symbols")
+  b = parse(text, rule_name="symbols")
+  assert parse.cache_info().hits >= before.hits + 1
+  assert a is not b and a[0] is not b[0]
+  assert repr(a) == repr(b) == repr(raw(text, rule_name="symbols"))
+  a[0].context = {"state": "mutated"}
+  assert parse(text, rule_name="symbols")[0].context == {}
+  # installing again (a second engine) keeps one layer of caching
+  tier1.memoize_textworld_parsers()
+  assert textgen._parse_and_convert is parse
+  for name in tier1.PARSE_MODULES:
+    assert importlib.import_module(name)._parse_and_convert.__wrapped_parse__ is not None

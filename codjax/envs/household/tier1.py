@@ -30,11 +30,19 @@ Rules, stated once:
   fast-downward's library (about 1 MB that is never freed).
 * Unknown commands give "Nothing happens." (the engine's own answer). A malformed spec is a ValueError;
   a missing textworld / fast-downward / alfworld install is ``Tier1Unavailable``.
+* TextWorld re-parses the same short strings with its tatsu grammars over and over (every admissible
+  command's template, every grammar expansion, every precondition query, the domain at each load): about
+  half of tier 1's CPU time. ``memoize_textworld_parsers`` (installed by every ``Tier1Engine``) caches the
+  three parse functions by their arguments and hands out a deep copy of the cached result, so callers still
+  get fresh objects they may mutate; the differential sweep's problems then play about 1.7x faster with
+  identical texts, admissible sets and outcomes (12 tiny problems: 25.8 s -> 14.8 s on a 2 GHz 2-core host).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import importlib.resources
 import re
 from typing import Any, Mapping, Sequence
@@ -312,6 +320,34 @@ def scene_to_game_data(spec: Mapping[str, Any]) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------- engine
 
 
+PARSE_MODULES = ("textworld.logic", "textworld.envs.pddl.logic", "textworld.envs.pddl.textgen")
+
+
+def memoized_parse(parse):
+  """``parse`` (a pure function of its string and keyword arguments) behind an unbounded cache; every call
+  returns a deep copy of the cached result (the parsed symbols are mutated by TextWorld's callers)."""
+  if getattr(parse, "__wrapped_parse__", None) is not None:
+    return parse
+  cached = functools.lru_cache(maxsize=None)(parse)
+
+  def parse_copy(*args, **kwargs):
+    return copy.deepcopy(cached(*args, **kwargs))
+
+  parse_copy.__wrapped_parse__ = parse
+  parse_copy.cache_info = cached.cache_info
+  return parse_copy
+
+
+def memoize_textworld_parsers() -> None:
+  """Installs ``memoized_parse`` over TextWorld's ``_parse_and_convert`` in ``PARSE_MODULES`` (module
+  docstring; idempotent)."""
+  import importlib
+
+  for name in PARSE_MODULES:
+    module = importlib.import_module(name)
+    module._parse_and_convert = memoized_parse(module._parse_and_convert)
+
+
 def _make_env() -> Any:
   """A demangled TextWorld PddlEnv that reports won and admissible commands, or Tier1Unavailable."""
   try:
@@ -320,6 +356,7 @@ def _make_env() -> Any:
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
   except ImportError as e:
     raise Tier1Unavailable(f"tier-1 needs textworld==1.7.0 and alfworld==0.4.2: {e}") from e
+  memoize_textworld_parsers()
   try:
     env = PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True))
   except (ImportError, OSError, RuntimeError) as e:
