@@ -10,6 +10,8 @@ time (median over rounds). Engines:
 * ``jax``: ``JaxEngine`` with per-episode sessions (prefix reuse: each turn prefills only the new tokens;
   prompts that start alike, the G repeats' first turn and a shared system prompt, are prefilled once and
   copied between cache slots, so its prefill-token column counts computed tokens only);
+* ``jax_v1``: the same engine with the kernels of before 2026-12-05 (``kernels="v1"``: every prefill padded to
+  ``min_batch`` rows, power-of-two windows, YNNPACK fusions in the decode loop; ``jax`` runs the default "fast");
 * ``jax_stream``: the same engine under continuous batching (``EngineBackend(continuous=True)``: episodes
   advance independently, no lock step; replies seeded per episode and turn, so its tokens differ from
   ``jax``'s draws);
@@ -56,7 +58,7 @@ CONFIGS = {
     "mid": dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=6, num_attention_heads=6,
                 num_key_value_heads=2, head_dim=64, vocab=1024),
 }
-ENGINES = ("jax", "jax_stream", "jax_reprefill", "hf", "vllm")
+ENGINES = ("jax", "jax_v1", "jax_stream", "jax_reprefill", "hf", "vllm")
 
 _CONFIGS = flags.DEFINE_list("configs", ["tiny", "mid"], f"model configs: {sorted(CONFIGS)}")
 _ENGINES = flags.DEFINE_list("engines", list(ENGINES), f"engines: {ENGINES}")
@@ -142,7 +144,7 @@ def build_checkpoint(name: str, out_dir: str, max_tokens: int) -> str:
     model = init_model(cfg, 0)
     _pull_eos(model, tok.eos_token_id, alpha)
     if engine is None:
-      engine = JaxEngine(model, max_slots=32, max_seq_len=MAX_SEQ)
+      engine = JaxEngine(model, max_slots=32, max_seq_len=MAX_SEQ, kernels="v1")  # the checkpoints of before
     engine.update_weights(model)
     mean = _mean_reply_length(engine, tok, max_tokens)
     print(f"[ckpt {name}] eos pull {alpha:.3f}: mean reply {mean:.1f} / {max_tokens} tokens", flush=True)
@@ -366,6 +368,9 @@ def bench_config(name: str, ckpt_dir: str) -> list[list]:
   runners, stats_of = {}, {}
   if "jax" in _ENGINES.value:
     runners["jax"] = stats_of["jax"] = JaxEngine(model, max_slots=slots, max_seq_len=MAX_SEQ, seed=SEED)
+  if "jax_v1" in _ENGINES.value:  # the kernels before 2026-12-05 (jax_engine.KERNELS["v1"])
+    runners["jax_v1"] = stats_of["jax_v1"] = JaxEngine(model, max_slots=slots, max_seq_len=MAX_SEQ, seed=SEED,
+                                                       kernels="v1")
   if "jax_stream" in _ENGINES.value:
     eng = JaxEngine(model, max_slots=slots, max_seq_len=MAX_SEQ, seed=SEED)
     runners["jax_stream"], stats_of["jax_stream"] = Streaming(eng), eng

@@ -49,6 +49,7 @@ def get_config():
   c.rollout.max_response_tokens = 24  # demo: the teacher's replies are ~10 tokens
   c.rollout.max_prompt_tokens = 768
   c.rollout.max_slots = 192
+  c.rollout.jax_kernels = "v1"  # the kernels of the README's recorded run: it reproduces bit for bit
   c.rollout.sync_interval = 1
   set_evoharness_loss(c.algorithm, kl_coef=0.01)  # B.5: GRPO + KL 0.01 to the SFT policy
   c.optim.learning_rate = 2e-4  # demo: tiny model from scratch (paper: 1e-6)

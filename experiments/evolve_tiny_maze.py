@@ -40,6 +40,7 @@ def get_config():
   c.optim.learning_rate = 4e-4  # as measured here (orbit_tiny_learns later moved to 2e-4 for 72 steps)
   c.rollout.temperature = 1.0  # training rollouts at 1.0 (orbit_tiny_learns trains at its evaluation temperature)
   c.rollout.max_slots = 320  # no held-out evaluation here; training rollouts are 64 trajectories
+  c.rollout.jax_kernels = "v1"  # the kernels of the README's recorded run: it reproduces bit for bit
   c.eval.at_start = False  # demo: the comparison reads the training metrics; no held-out evaluation
   c.eval.at_end = False
   c.eval.baselines = ()

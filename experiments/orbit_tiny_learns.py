@@ -81,6 +81,7 @@ def get_config():
   c.rollout.max_response_tokens = 8  # demo: the teacher's replies are one move token
   c.rollout.max_prompt_tokens = 1536  # demo: a full 27-move trajectory is ~1,000 tokens (paper: 32k)
   c.rollout.max_slots = 640  # the 600-instance evaluation runs at once
+  c.rollout.jax_kernels = "v1"  # the kernels of the README's recorded run: it reproduces bit for bit
   c.rollout.sync_interval = 1
   set_orbit_loss(c.algorithm)  # ORBIT's loss settings (paper Sec. 3.2, 4.2; cited in orbit_qwen3_8b.py)
   c.optim.learning_rate = 2e-4  # demo: tiny model from scratch (paper: 1e-6); see the RL note above

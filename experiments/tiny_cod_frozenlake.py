@@ -41,6 +41,7 @@ def get_config():
   c.rollout.max_response_tokens = 48  # demo: expert replies are ~15-40 tokens
   c.rollout.max_prompt_tokens = 512
   c.rollout.max_slots = 256  # the 200-pack evaluation runs 200 episodes at once
+  c.rollout.jax_kernels = "v1"  # the kernels of the README's recorded run: it reproduces bit for bit
   c.rollout.sync_interval = 1
   c.algorithm.loss = "rec_oneside_nois"  # paper: REC-OneSide-NoIS + adaptive RED-Weight
   c.algorithm.red_weight = True

@@ -42,6 +42,9 @@ _MAX_TOKENS = flags.DEFINE_integer("max_tokens", 128, "Model agent: tokens per r
 _TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "Model agent: sampling temperature.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the agents' random choices.")
 _OUT = flags.DEFINE_string("out", None, "Write the results as JSON here.")
+_KERNELS = flags.DEFINE_enum("jax_kernels", "v1", ["fast", "v1"],
+                             "Model agent: the JAX engine's kernels (codjax.rollout.jax_engine.KERNELS; v1, the "
+                             "default, reproduces the figures recorded in benchmarks/README.md bit for bit).")
 
 
 def model_backend(path: str, max_tokens: int, temperature: float, seed: int):
@@ -53,7 +56,7 @@ def model_backend(path: str, max_tokens: int, temperature: float, seed: int):
   from codjax.rollout.base import SamplingParams
 
   model = from_pretrained(path, dtype="float32")
-  engine = JaxEngine(model, max_slots=64, max_seq_len=4096, seed=seed)
+  engine = JaxEngine(model, max_slots=64, max_seq_len=4096, seed=seed, kernels=_KERNELS.value)
   params = SamplingParams(temperature=temperature, top_p=1.0, top_k=0, max_tokens=max_tokens)
   return EngineBackend(engine, load_tokenizer(path), params, max_prompt_tokens=4096 - max_tokens - 1,
                        seed=seed, seed_by="episode")

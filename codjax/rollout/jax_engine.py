@@ -39,7 +39,8 @@ with ``fold_in(row_key, t)``. The keys are traced kernel arguments (no recompile
 Request batches are padded to power-of-two buckets of at least ``min_batch`` rows (continuous batching's
 prefills of arrivals, one or two at a time: at least 1) and chunk lengths to a fixed bucket list, so a new
 prompt length does not trigger a recompile. Each kernel works on the cache positions ``[0, Lb)`` only, Lb
-the power-of-two bucket (>= 128, capped at ``max_seq_len``) of the furthest position the call writes: the
+the bucket (a power of two >= 128, past 512 also 1.5x powers of two, capped at ``max_seq_len``: ``Kernels``)
+of the furthest position the call writes: the
 cost of a decode step (attention reads, the per-step cache update) scales with the conversations' length,
 not with ``max_seq_len``. Parameters are a jit argument: ``update_weights`` swaps them without recompiling.
 """
@@ -62,6 +63,45 @@ from codjax.rollout.sampling import indexed_keys, sample_tokens, seed_keys, toke
 
 CHUNK_BUCKETS = (16, 32, 64, 128, 256, 512)
 MIN_LENGTH_BUCKET = 128
+# windows up to this many positions are powers of two; under the "fast" kernels longer ones also take the
+# midpoints 3 * 2^k / 2 (768, 1536, 3072, ...): a decode step's attention reads the window, and a conversation
+# just past a power of two would otherwise read up to twice its length
+FINE_LENGTH_FROM = 512
+# min_batch applies to prefill chunks too, except under the "fast" kernels (a padding row costs its whole chunk):
+# a chunk of C tokens is padded to at most max(1, PREFILL_PAD_TOKENS // C) rows (16/32-token chunks: 8 rows;
+# 64: 4; 128: 2; 256 and 512: 1), so a lone 512-token prompt runs 512 token slots, not 4,096
+PREFILL_PAD_TOKENS = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernels:
+  """How the engine shapes and compiles its kernels. Every choice keeps the replies' distribution and the
+  per-row keys; they differ in float rounding only (logprobs within ~1e-5), so a recorded run reproduces bit
+  for bit only with the choice it was made with.
+
+  fine_windows: windows past ``FINE_LENGTH_FROM`` also take the midpoints 3 * 2^k / 2 (else powers of two).
+  prefill_pad_tokens: prefill chunks of C tokens run at least min(min_batch, PREFILL_PAD_TOKENS // C) rows
+    (None: at least ``min_batch`` rows, whatever C).
+  cpu_decode_options: XLA compiler options of the decode loop on the CPU backend. ``{"xla_cpu_experimental_
+    ynn_fusion_type": ""}`` leaves its matmuls of a few rows to XLA's own dot emitter instead of YNNPACK
+    fusions, which run [8, 384] x [384, 1024]-sized products at ~4 GB/s of weights against ~6.6 GB/s (2 GHz
+    AVX2 host; decode steps of the 13M-parameter benchmark model 25 -> 18 ms at 8 rows). Prefill keeps YNNPACK
+    (hundreds of rows: no difference measured).
+  """
+
+  fine_windows: bool
+  prefill_pad_tokens: int | None
+  cpu_decode_options: tuple[tuple[str, str], ...]
+
+
+# "fast": the default; "v1": the kernels of the runs recorded in the README and benchmarks/README.md before
+# 2026-12-05 (every prefill padded to min_batch rows, power-of-two windows, YNNPACK in decode); the
+# experiments with recorded numbers select "v1" (``rollout.jax_kernels``) so they reproduce bit for bit
+KERNELS = {
+    "fast": Kernels(fine_windows=True, prefill_pad_tokens=PREFILL_PAD_TOKENS,
+                    cpu_decode_options=(("xla_cpu_experimental_ynn_fusion_type", ""),)),
+    "v1": Kernels(fine_windows=False, prefill_pad_tokens=None, cpu_decode_options=()),
+}
 # kernels run at least this many rows (padding rows are free of tokens): fewer kernel signatures to compile (a
 # small batch of a tiny model costs about what 8 rows cost) at the price of padding in 1-4-row calls
 MIN_BATCH_BUCKET = 8
@@ -76,6 +116,14 @@ def _bucket(n: int, buckets: Sequence[int]) -> int:
 
 def _pow2(n: int, lo: int = 1) -> int:
   return max(lo, 1 << max(0, math.ceil(math.log2(max(1, n)))))
+
+
+def _length_bucket(end: int, fine: bool = True) -> int:
+  """The window for ``end`` positions: a power of two >= ``MIN_LENGTH_BUCKET``, or (``fine``) past
+  ``FINE_LENGTH_FROM`` also 3 * 2^k / 2 (a window is then never more than 1.5x a conversation that long)."""
+  p = _pow2(end, lo=MIN_LENGTH_BUCKET)
+  mid = 3 * p // 4
+  return mid if fine and p > FINE_LENGTH_FROM and end <= mid else p
 
 
 def _cache_shardings(cache, mesh: Mesh):
@@ -169,12 +217,16 @@ class JaxEngine:
 
   def __init__(self, model, *, max_slots: int = 64, max_seq_len: int = 2048, mesh: Mesh | None = None,
                seed: int = 0, cache_dtype=None, chunk_buckets: Sequence[int] = CHUNK_BUCKETS,
-               min_batch: int = MIN_BATCH_BUCKET):
+               min_batch: int = MIN_BATCH_BUCKET, kernels: str = "fast"):
     if max_slots < 1 or max_seq_len < 2:
       raise ValueError("max_slots must be >= 1 and max_seq_len >= 2")
     if min_batch < 1 or min_batch & (min_batch - 1):
       raise ValueError(f"min_batch must be a power of two >= 1, got {min_batch}")
+    if kernels not in KERNELS:
+      raise ValueError(f"kernels must be one of {sorted(KERNELS)}, got {kernels!r}")
     self.min_batch = min_batch
+    self.kernels = kernels
+    self._kernels = KERNELS[kernels]
     self.cfg = model.cfg
     self.max_slots = max_slots
     self.max_seq_len = max_seq_len
@@ -224,9 +276,15 @@ class JaxEngine:
     """Rows a kernel runs for ``rows`` requests: the power of two >= rows, at least ``lo`` (``min_batch``)."""
     return _pow2(rows, lo=self.min_batch if lo is None else lo)
 
+  def _prefill_floor(self, chunk: int) -> int:
+    """The fewest rows a prefill kernel of ``chunk`` tokens per row runs: ``min_batch``, lowered for long chunks
+    so the floor's padding rows hold at most ``Kernels.prefill_pad_tokens`` token slots in all."""
+    pad = self._kernels.prefill_pad_tokens
+    return self.min_batch if pad is None else min(self.min_batch, _pow2(max(1, pad // chunk)))
+
   def _length_bucket(self, end: int) -> int:
     """Cache positions a call works on: the bucket of its furthest written position ``end`` (exclusive)."""
-    return min(self.max_seq_len, _pow2(end, lo=MIN_LENGTH_BUCKET))
+    return min(self.max_seq_len, _length_bucket(end, self._kernels.fine_windows))
 
   def _prefill_impl(self, params, cache, slots_b, tokens_bc, start_b, valid_b, *, length: int):
     """Writes one chunk for the rows ``slots_b`` on cache positions [0, length) (row b's first ``valid_b[b]``
@@ -457,8 +515,10 @@ class JaxEngine:
     donated)."""
     sig = (bb, max_new, top_k, greedy, n_stop, length)
     if sig not in self._decode_fns:
+      options = dict(self._kernels.cpu_decode_options) if jax.default_backend() == "cpu" else None
       self._decode_fns[sig] = jax.jit(functools.partial(self._decode_impl, max_new=max_new, top_k=top_k,
-                                                        greedy=greedy, length=length), donate_argnums=(1,))
+                                                        greedy=greedy, length=length), donate_argnums=(1,),
+                                      compiler_options=options or None)
     return self._decode_fns[sig]
 
   def _prefill_prompts(self, slots: Sequence[int], starts: Sequence[int], prompts: Sequence[Sequence[int]],
@@ -533,7 +593,7 @@ class JaxEngine:
         active = [i for i in rows if len(suffixes[i]) > done_tokens]
         c = self._chunk_len(max(len(suffixes[i]) for i in active) - done_tokens)
         c = min(c, self.max_seq_len - max(int(starts[i]) + done_tokens for i in active))
-        ba = self._batch_bucket(len(active), min_rows)
+        ba = self._batch_bucket(len(active), min_rows if min_rows is not None else self._prefill_floor(c))
         chunk = np.zeros((ba, c), np.int32)
         valid = np.zeros((ba,), np.int32)
         cstart = np.zeros((ba,), np.int32)

@@ -23,7 +23,9 @@ checks every field with a clear error (before any model is built), and the launc
              max_slots (sequences generated at once: the JAX engine's KV-cache slots, vLLM's max_num_seqs);
              sync_interval (weight sync every k steps: rollout policy at most k-1 steps stale); seed_by (call:
              a step's replies seeded by (step, call index); episode: by (step, episode identity, turn), the same
-             whichever episodes share a call; several processes always use episode); vllm: dtype,
+             whichever episodes share a call; several processes always use episode); jax_kernels (the JAX
+             engine's kernel choice, codjax.rollout.jax_engine.KERNELS: fast | v1, the kernels the README's
+             recorded runs used, which their experiments select to reproduce bit for bit); vllm: dtype,
              gpu_memory_utilization (0 = vLLM's default), enforce_eager, tensor_parallel_size (must be 1:
              the trainer runs vLLM in process with one worker); mode (sync: rollout, then train, then sync, as
              above | async: a producer thread keeps rolling out the next batches from the newest synced policy
@@ -150,7 +152,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.cod = ml_collections.ConfigDict(dict(use_hints=True, hint_penalty=0.1, response_limit=0, protocol="full"))
   c.rollout = ml_collections.ConfigDict(dict(
       engine="jax", temperature=1.0, top_p=1.0, top_k=0, max_response_tokens=256, max_prompt_tokens=4096,
-      max_slots=256, sync_interval=1, seed_by="call",
+      max_slots=256, sync_interval=1, seed_by="call", jax_kernels="fast",
       vllm=dict(dtype="bfloat16", gpu_memory_utilization=0.5, enforce_eager=False, tensor_parallel_size=1),
       mode="sync", max_staleness=0, stale_policy="wait",
       fleet=dict(servers="", num_servers=0, transport="auto", dtype="auto", devices="", server_args="",
@@ -331,6 +333,9 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(isinstance(r.max_slots, int) and r.max_slots >= 1, "rollout.max_slots must be an int >= 1")
   _req(isinstance(r.sync_interval, int) and r.sync_interval >= 1, "rollout.sync_interval must be an int >= 1")
   _req(r.seed_by in ("call", "episode"), f"rollout.seed_by must be 'call' or 'episode', got {r.seed_by!r}")
+  from codjax.rollout.jax_engine import KERNELS
+
+  _req(r.jax_kernels in KERNELS, f"rollout.jax_kernels must be one of {sorted(KERNELS)}, got {r.jax_kernels!r}")
   _req(r.mode in ROLLOUT_MODES, f"rollout.mode must be one of {ROLLOUT_MODES}, got {r.mode!r}")
   _req(isinstance(r.max_staleness, int) and not isinstance(r.max_staleness, bool) and r.max_staleness >= 0,
        f"rollout.max_staleness must be an int >= 0, got {r.max_staleness!r}")

@@ -553,3 +553,42 @@ def test_min_batch_pads_small_calls_to_one_compiled_batch(model, engine):
       assert_same_reply(g, w)
   with pytest.raises(ValueError, match="power of two"):
     JaxEngine(model, max_slots=2, max_seq_len=64, min_batch=3)
+
+
+def test_kernel_choices_give_the_same_replies_with_their_own_shapes_and_compiler_options(model):
+  """``kernels="fast"`` (the default) against ``"v1"`` (the kernels the README's recorded runs used): the same
+  greedy and seeded replies, logprobs within float rounding, on a conversation past 512 positions (where the
+  windows differ) after a lone long prompt (where the prefill floors differ); each compiled decode loop carries
+  its own choice (YNNPACK fusions in v1's only)."""
+  engines = {k: JaxEngine(model, max_slots=4, max_seq_len=1024, seed=0, kernels=k) for k in ("fast", "v1")}
+  fast, v1 = engines["fast"], engines["v1"]
+  assert fast.kernels == "fast" and JaxEngine(model, max_slots=1, max_seq_len=64).kernels == "fast"
+  # the documented shapes: 1.5x-power-of-two windows past 512 and a prefill floor of <= 256 token slots
+  assert [fast._length_bucket(e) for e in (100, 300, 513, 700, 769, 1000)] == [128, 512, 768, 768, 1024, 1024]
+  assert [v1._length_bucket(e) for e in (100, 300, 513, 700, 769, 1000)] == [128, 512, 1024, 1024, 1024, 1024]
+  assert [fast._prefill_floor(c) for c in (16, 32, 64, 128, 256, 512)] == [8, 8, 4, 2, 1, 1]
+  assert {v1._prefill_floor(c) for c in (16, 32, 64, 128, 256, 512)} == {8}
+  lowered = {}
+  for name, eng in engines.items():
+    make = eng._decode_fn
+
+    def spy(*sig, _make=make, _name=name):
+      fn = _make(*sig)
+
+      def call(*args):
+        lowered.setdefault(_name, fn.lower(*args).compile().as_text())
+        return fn(*args)
+      return call
+
+    eng._decode_fn = spy
+  long_prompt = [(7 * i) % 500 + 3 for i in range(540)]
+  prompts = [long_prompt, PROMPTS[0]]
+  for params in (SamplingParams(temperature=0.0, max_tokens=12), sampled((11, 12), max_tokens=12)):
+    got = fast.generate(prompts, params)
+    want = v1.generate(prompts, params)
+    for g, w in zip(got, want):
+      assert_same_reply(g, w)
+  assert fast._decode_fns.keys() != v1._decode_fns.keys()  # other windows: 768 (fast) and 1024 (v1)
+  assert "ynn" in lowered["v1"].lower() and "ynn" not in lowered["fast"].lower()
+  with pytest.raises(ValueError, match="kernels must be one of"):
+    JaxEngine(model, max_slots=1, max_seq_len=64, kernels="turbo")

@@ -18,6 +18,7 @@ def _cfg(**over):
     ("rollout.engine", "tgi", "rollout.engine"),
     ("rollout.temperature", 0.0, "rollout.temperature"),
     ("rollout.top_p", 1.5, "rollout.top_p"),
+    ("rollout.jax_kernels", "turbo", "rollout.jax_kernels"),
     ("algorithm.loss", "dpo", "algorithm.loss"),
     ("algorithm.returns", "sum", "algorithm.returns"),
     ("algorithm.kl_coef", 0.1, "kl_type"),
