@@ -226,7 +226,6 @@ class JaxEngine:
       raise ValueError(f"kernels must be one of {sorted(KERNELS)}, got {kernels!r}")
     self.min_batch = min_batch
     self.kernels = kernels
-    self._kernels = KERNELS[kernels]
     self.cfg = model.cfg
     self.max_slots = max_slots
     self.max_seq_len = max_seq_len
@@ -275,6 +274,10 @@ class JaxEngine:
   def _batch_bucket(self, rows: int, lo: int | None = None) -> int:
     """Rows a kernel runs for ``rows`` requests: the power of two >= rows, at least ``lo`` (``min_batch``)."""
     return _pow2(rows, lo=self.min_batch if lo is None else lo)
+
+  @property
+  def _kernels(self) -> Kernels:
+    return KERNELS[self.kernels]
 
   def _prefill_floor(self, chunk: int) -> int:
     """The fewest rows a prefill kernel of ``chunk`` tokens per row runs: ``min_batch``, lowered for long chunks
@@ -515,10 +518,10 @@ class JaxEngine:
     donated)."""
     sig = (bb, max_new, top_k, greedy, n_stop, length)
     if sig not in self._decode_fns:
-      options = dict(self._kernels.cpu_decode_options) if jax.default_backend() == "cpu" else None
+      options = self._kernels.cpu_decode_options if jax.default_backend() == "cpu" else ()
       self._decode_fns[sig] = jax.jit(functools.partial(self._decode_impl, max_new=max_new, top_k=top_k,
                                                         greedy=greedy, length=length), donate_argnums=(1,),
-                                      compiler_options=options or None)
+                                      compiler_options=dict(options) or None)
     return self._decode_fns[sig]
 
   def _prefill_prompts(self, slots: Sequence[int], starts: Sequence[int], prompts: Sequence[Sequence[int]],
