@@ -414,12 +414,12 @@ class JaxEngine:
       out += self._generate(prompts[sl], params, None if session_ids is None else session_ids[sl], row_keys)
     return out
 
-  @staticmethod
-  def _row_keys(seeds, call_key, start: int, n: int):
+  def _row_keys(self, seeds, call_key, start: int, n: int):
     """The row keys of the call's requests [start, start + n) (module docstring): per-request seeds, else
-    ``fold_in(call_key, r)``; as a [_pow2(n)] array whose rows past n are padding, so the eager ops that
-    make them compile once per power of two, not once per request count."""
-    npad = _pow2(n)
+    ``fold_in(call_key, r)``; as a [max(min_batch, _pow2(n))] array whose rows past n are padding, so the eager
+    ops that make them compile once per power of two above ``min_batch`` (calls of up to ``min_batch``
+    requests share one shape, as the kernels they feed do), not once per request count."""
+    npad = max(self.min_batch, _pow2(n))
     if seeds is not None:
       return seed_keys(list(seeds[start:start + n]) + [0] * (npad - n))
     return indexed_keys(call_key, npad, start)
