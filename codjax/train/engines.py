@@ -23,7 +23,7 @@ def build_engine(rollout_cfg, model, model_path: str | None, mesh=None, seed: in
     from codjax.rollout.jax_engine import JaxEngine
 
     return JaxEngine(model, max_slots=int(rollout_cfg.max_slots), max_seq_len=max_len, mesh=mesh, seed=seed,
-                     kernels=str(rollout_cfg.get("jax_kernels", "fast")))
+                     kernels=str(rollout_cfg.jax_kernels))
   if rollout_cfg.engine == "vllm":
     from codjax.models import save_pretrained
     from codjax.rollout.vllm_engine import VllmEngine

@@ -576,7 +576,8 @@ def test_kernel_choices_give_the_same_replies_with_their_own_shapes_and_compiler
       fn = _make(*sig)
 
       def call(*args):
-        lowered.setdefault(_name, fn.lower(*args).compile().as_text())
+        if _name not in lowered:  # the first decode loop's HLO only (lowering compiles it once more)
+          lowered[_name] = fn.lower(*args).compile().as_text()
         return fn(*args)
       return call
 
