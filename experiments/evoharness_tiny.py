@@ -64,6 +64,9 @@ def get_config():
   c.sft.num_packs = 600
   c.sft.seq_len = 768
   c.sft.expert_random_frac = 0.1
+  # the plain teacher (~5 harness calls per episode); extra_calls=p makes it over-call (README "EvoHarness on
+  # CPU": --config.sft.teacher_params.alfworld_synth.extra_calls=0.3, ~9 calls per episode)
+  c.sft.teacher_params = {"alfworld_synth": {"extra_calls": 0.0}}
   c.total_steps = STEPS
   c.eval.envs = {"seen": env_entry("alfworld_synth", "tiny", split="valid_seen", max_turns=20),
                  "unseen": env_entry("alfworld_synth", "tiny", split="valid_unseen", max_turns=20)}

@@ -1,0 +1,133 @@
+"""Where the JAX engine's time goes on `benchmarks/rollout.py`'s workload (one model config).
+
+Two views, each printed as a table:
+
+* ``--what=round``: one CoD rollout round (after a warm-up round that compiles), every jitted engine call timed with
+  ``block_until_ready``: prefill calls (rows, chunk, window, real tokens, seconds), copies, decode calls and steps,
+  and the rest (Python, environments, tokenizer).
+* ``--what=rows``: the decode loop's time per step for 1, 2, 4 and 8 rows at the given windows (48 steps a call,
+  best of ``--rounds``).
+
+  python benchmarks/rollout_profile.py --configs=mid --what=round
+  python benchmarks/rollout_profile.py --configs=mid --what=rows --windows=256,768
+
+The checkpoints are the rollout benchmark's (``--ckpt_dir``, built if missing). Profiles only: the engine's
+public results are checked by tests/rollout/test_jax_engine.py.
+"""
+
+import collections
+import tempfile
+import time
+
+from absl import app, flags
+
+import rollout as rb  # the rollout benchmark's flags (--configs, --ckpt_dir, --max_tokens) and workload
+
+_WHAT = flags.DEFINE_enum("what", "round", ["round", "rows"], "round: one rollout round by call; rows: decode steps")
+_WINDOWS = flags.DEFINE_list("windows", ["256", "768"], "decode windows for --what=rows")
+_PROFILE_ROUNDS = flags.DEFINE_integer("profile_rounds", 2, "repeats per (window, rows) for --what=rows")
+STEPS = 48
+
+
+def _engine(name: str):
+  from codjax.models import from_pretrained
+  from codjax.models.tokenizer import load_tokenizer
+  from codjax.rollout.jax_engine import JaxEngine
+
+  path = rb.build_checkpoint(name, rb._CKPT_DIR.value or tempfile.mkdtemp(prefix="codjax_rollout_profile_"),
+                             rb._MAX_TOKENS.value)
+  model = from_pretrained(path, dtype="float32")
+  slots = rb._PACKS.value * rb._REPEATS.value
+  return JaxEngine(model, max_slots=slots, max_seq_len=rb.MAX_SEQ, seed=rb.SEED), load_tokenizer(path)
+
+
+def profile_round(name: str) -> None:
+  import jax
+  import numpy as np
+
+  eng, tok = _engine(name)
+  seconds, calls, prefills, decodes = collections.Counter(), collections.Counter(), [], collections.Counter()
+  prefill_fn, copy_fn, decode_fn = eng._prefill_fn, eng._copy_fn, eng._decode_fn
+
+  def prefill(params, cache, slots, chunk, start, valid, length):
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(prefill_fn(params, cache, slots, chunk, start, valid, length=length))
+    dt = time.perf_counter() - t0
+    seconds["prefill"] += dt
+    calls["prefill"] += 1
+    prefills.append((chunk.shape[0], chunk.shape[1], length, int(np.asarray(valid).sum()), dt))
+    return out
+
+  def copy(cache, src, dst, length):
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(copy_fn(cache, src, dst, length=length))
+    seconds["copy"] += time.perf_counter() - t0
+    calls["copy"] += 1
+    return out
+
+  def decode(*sig):
+    fn = decode_fn(*sig)
+
+    def timed(*args):
+      t0 = time.perf_counter()
+      out = jax.block_until_ready(fn(*args))
+      seconds["decode"] += time.perf_counter() - t0
+      calls["decode"] += 1
+      decodes[(sig[0], sig[-1])] += 1
+      calls["decode steps"] += int(np.asarray(out[3]).max())
+      return out
+    return timed
+
+  eng._prefill_fn, eng._copy_fn, eng._decode_fn = prefill, copy, decode
+  rb.rollout(eng, tok)  # warm-up: compiles
+  seconds.clear(), calls.clear(), decodes.clear(), prefills.clear()
+  t0 = time.perf_counter()
+  gen, replies = rb.rollout(eng, tok)
+  wall = time.perf_counter() - t0
+  print(f"\n{name}: {wall:.2f} s per round, {gen} generated tokens in {replies} replies")
+  print("\n| part | seconds | calls |\n|---|---|---|")
+  for k in ("prefill", "copy", "decode"):
+    print(f"| {k} | {seconds[k]:.2f} | {calls[k]} |")
+  print(f"| decode steps | | {calls['decode steps']} ({seconds['decode'] / max(1, calls['decode steps']) * 1e3:.2f} ms each) |")
+  print(f"| other (Python, environments, tokenizer) | {wall - sum(seconds.values()):.2f} | |")
+  print("\ndecode calls by (rows, window):", dict(sorted(decodes.items())))
+  real = sum(p[3] for p in prefills)
+  slots = sum(p[0] * p[1] for p in prefills)
+  print(f"\nprefill: {real} real tokens in {slots} token slots ({1 - real / max(1, slots):.0%} padding)")
+  print("\n| rows | chunk | window | real tokens | seconds |\n|---|---|---|---|---|")
+  for rows, chunk, length, valid, dt in prefills:
+    print(f"| {rows} | {chunk} | {length} | {valid} | {dt:.3f} |")
+
+
+def profile_rows(name: str) -> None:
+  import jax
+  import jax.numpy as jnp
+
+  eng, _ = _engine(name)
+  best = {}
+  for _ in range(_PROFILE_ROUNDS.value):
+    for window in map(int, _WINDOWS.value):
+      for b in (1, 2, 4, 8):
+        fn = eng._decode_fn(b, 64, 0, False, 1, window)
+        rest = (jnp.arange(b, dtype=jnp.int32), jnp.ones(b, jnp.int32), jnp.full(b, window - 64, jnp.int32),
+                jnp.full(b, STEPS, jnp.int32), jnp.array([-1], jnp.int32), jnp.zeros((b, 2), jnp.uint32),
+                jnp.zeros(b, jnp.int32), jnp.float32(1.0), jnp.float32(1.0), jnp.int32(0))
+        for _ in range(2):  # the first call compiles
+          t0 = time.perf_counter()
+          out = jax.block_until_ready(fn(eng._params, eng._cache, *rest))
+          eng._cache = out[0]
+          dt = (time.perf_counter() - t0) / STEPS
+          best[(window, b)] = min(best.get((window, b), dt), dt)
+  print(f"\n{name}: decode ms per step ({STEPS} steps a call, best of {_PROFILE_ROUNDS.value})")
+  print("\n| window | 1 row | 2 rows | 4 rows | 8 rows |\n|---|---|---|---|---|")
+  for window in map(int, _WINDOWS.value):
+    print(f"| {window} | " + " | ".join(f"{best[(window, b)] * 1e3:.1f}" for b in (1, 2, 4, 8)) + " |")
+
+
+def main(_):
+  for name in rb._CONFIGS.value:
+    (profile_round if _WHAT.value == "round" else profile_rows)(name)
+
+
+if __name__ == "__main__":
+  app.run(main)
