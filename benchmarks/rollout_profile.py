@@ -6,7 +6,7 @@ Two views, each printed as a table:
   ``block_until_ready``: prefill calls (rows, chunk, window, real tokens, seconds), copies, decode calls and steps,
   and the rest (Python, environments, tokenizer).
 * ``--what=rows``: the decode loop's time per step for 1, 2, 4 and 8 rows at the given windows (48 steps a call,
-  best of ``--rounds``).
+  best of ``--profile_rounds``).
 
   python benchmarks/rollout_profile.py --configs=mid --what=round
   python benchmarks/rollout_profile.py --configs=mid --what=rows --windows=256,768
@@ -22,11 +22,13 @@ import time
 from absl import app, flags
 
 import rollout as rb  # the rollout benchmark's flags (--configs, --ckpt_dir, --max_tokens) and workload
+from common import interleaved, jax_sync, print_table
 
 _WHAT = flags.DEFINE_enum("what", "round", ["round", "rows"], "round: one rollout round by call; rows: decode steps")
 _WINDOWS = flags.DEFINE_list("windows", ["256", "768"], "decode windows for --what=rows")
-_PROFILE_ROUNDS = flags.DEFINE_integer("profile_rounds", 2, "repeats per (window, rows) for --what=rows")
+_PROFILE_ROUNDS = flags.DEFINE_integer("profile_rounds", 2, "timed calls per (window, rows) for --what=rows")
 STEPS = 48
+ROWS = (1, 2, 4, 8)
 
 
 def _engine(name: str):
@@ -42,41 +44,38 @@ def _engine(name: str):
 
 
 def profile_round(name: str) -> None:
-  import jax
   import numpy as np
 
   eng, tok = _engine(name)
-  seconds, calls, prefills, decodes = collections.Counter(), collections.Counter(), [], collections.Counter()
+  seconds, calls, decodes, prefills = collections.Counter(), collections.Counter(), collections.Counter(), []
+
+  def timed_call(kind, fn, *args, **kwargs):
+    t0 = time.perf_counter()
+    out = jax_sync(fn(*args, **kwargs))
+    dt = time.perf_counter() - t0
+    seconds[kind] += dt
+    calls[kind] += 1
+    return out, dt
+
   prefill_fn, copy_fn, decode_fn = eng._prefill_fn, eng._copy_fn, eng._decode_fn
 
   def prefill(params, cache, slots, chunk, start, valid, length):
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(prefill_fn(params, cache, slots, chunk, start, valid, length=length))
-    dt = time.perf_counter() - t0
-    seconds["prefill"] += dt
-    calls["prefill"] += 1
+    out, dt = timed_call("prefill", prefill_fn, params, cache, slots, chunk, start, valid, length=length)
     prefills.append((chunk.shape[0], chunk.shape[1], length, int(np.asarray(valid).sum()), dt))
     return out
 
   def copy(cache, src, dst, length):
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(copy_fn(cache, src, dst, length=length))
-    seconds["copy"] += time.perf_counter() - t0
-    calls["copy"] += 1
-    return out
+    return timed_call("copy", copy_fn, cache, src, dst, length=length)[0]
 
   def decode(*sig):
     fn = decode_fn(*sig)
 
-    def timed(*args):
-      t0 = time.perf_counter()
-      out = jax.block_until_ready(fn(*args))
-      seconds["decode"] += time.perf_counter() - t0
-      calls["decode"] += 1
+    def call(*args):
+      out, _ = timed_call("decode", fn, *args)
       decodes[(sig[0], sig[-1])] += 1
       calls["decode steps"] += int(np.asarray(out[3]).max())
       return out
-    return timed
+    return call
 
   eng._prefill_fn, eng._copy_fn, eng._decode_fn = prefill, copy, decode
   rb.rollout(eng, tok)  # warm-up: compiles
@@ -84,44 +83,39 @@ def profile_round(name: str) -> None:
   t0 = time.perf_counter()
   gen, replies = rb.rollout(eng, tok)
   wall = time.perf_counter() - t0
-  print(f"\n{name}: {wall:.2f} s per round, {gen} generated tokens in {replies} replies")
-  print("\n| part | seconds | calls |\n|---|---|---|")
-  for k in ("prefill", "copy", "decode"):
-    print(f"| {k} | {seconds[k]:.2f} | {calls[k]} |")
-  print(f"| decode steps | | {calls['decode steps']} ({seconds['decode'] / max(1, calls['decode steps']) * 1e3:.2f} ms each) |")
-  print(f"| other (Python, environments, tokenizer) | {wall - sum(seconds.values()):.2f} | |")
+  steps = calls["decode steps"]
+  print(f"\n{name}: {wall:.2f} s per round, {gen} generated tokens in {replies} replies, {steps} decode steps "
+        f"({seconds['decode'] / max(1, steps) * 1e3:.2f} ms each)")
+  print_table(("part", "seconds", "calls"), [(k, seconds[k], calls[k]) for k in ("prefill", "copy", "decode")]
+              + [("other (Python, environments, tokenizer)", wall - sum(seconds.values()), "")])
   print("\ndecode calls by (rows, window):", dict(sorted(decodes.items())))
-  real = sum(p[3] for p in prefills)
-  slots = sum(p[0] * p[1] for p in prefills)
+  real, slots = sum(p[3] for p in prefills), sum(p[0] * p[1] for p in prefills)
   print(f"\nprefill: {real} real tokens in {slots} token slots ({1 - real / max(1, slots):.0%} padding)")
-  print("\n| rows | chunk | window | real tokens | seconds |\n|---|---|---|---|---|")
-  for rows, chunk, length, valid, dt in prefills:
-    print(f"| {rows} | {chunk} | {length} | {valid} | {dt:.3f} |")
+  print_table(("rows", "chunk", "window", "real tokens", "seconds"), prefills)
 
 
 def profile_rows(name: str) -> None:
-  import jax
   import jax.numpy as jnp
 
   eng, _ = _engine(name)
-  best = {}
-  for _ in range(_PROFILE_ROUNDS.value):
-    for window in map(int, _WINDOWS.value):
-      for b in (1, 2, 4, 8):
-        fn = eng._decode_fn(b, 64, 0, False, 1, window)
-        rest = (jnp.arange(b, dtype=jnp.int32), jnp.ones(b, jnp.int32), jnp.full(b, window - 64, jnp.int32),
-                jnp.full(b, STEPS, jnp.int32), jnp.array([-1], jnp.int32), jnp.zeros((b, 2), jnp.uint32),
-                jnp.zeros(b, jnp.int32), jnp.float32(1.0), jnp.float32(1.0), jnp.int32(0))
-        for _ in range(2):  # the first call compiles
-          t0 = time.perf_counter()
-          out = jax.block_until_ready(fn(eng._params, eng._cache, *rest))
-          eng._cache = out[0]
-          dt = (time.perf_counter() - t0) / STEPS
-          best[(window, b)] = min(best.get((window, b), dt), dt)
+
+  def runner(window: int, b: int):
+    fn = eng._decode_fn(b, 64, 0, False, 1, window)
+    rest = (jnp.arange(b, dtype=jnp.int32), jnp.ones(b, jnp.int32), jnp.full(b, window - 64, jnp.int32),
+            jnp.full(b, STEPS, jnp.int32), jnp.array([-1], jnp.int32), jnp.zeros((b, 2), jnp.uint32),
+            jnp.zeros(b, jnp.int32), jnp.float32(1.0), jnp.float32(1.0), jnp.int32(0))
+
+    def run():  # the cache is donated: every call continues on the one it returned
+      out = fn(eng._params, eng._cache, *rest)
+      eng._cache = out[0]
+      return out
+    return run, jax_sync
+
+  windows = [int(w) for w in _WINDOWS.value]
+  times = interleaved({(w, b): runner(w, b) for w in windows for b in ROWS}, _PROFILE_ROUNDS.value)
   print(f"\n{name}: decode ms per step ({STEPS} steps a call, best of {_PROFILE_ROUNDS.value})")
-  print("\n| window | 1 row | 2 rows | 4 rows | 8 rows |\n|---|---|---|---|---|")
-  for window in map(int, _WINDOWS.value):
-    print(f"| {window} | " + " | ".join(f"{best[(window, b)] * 1e3:.1f}" for b in (1, 2, 4, 8)) + " |")
+  print_table(("window",) + tuple(f"{b} rows" for b in ROWS),
+              [(w,) + tuple(min(times[(w, b)].wall) / STEPS * 1e3 for b in ROWS) for w in windows])
 
 
 def main(_):
