@@ -356,26 +356,35 @@ def run_vllm(path: str) -> dict:
 
 # -- main ------------------------------------------------------------------------------------------------------
 
-def bench_config(name: str, ckpt_dir: str) -> list[list]:
+def load_config(name: str, ckpt_dir: str):
+  """The checkpoint of model config ``name`` (built if missing): its path, tokenizer and float32 model."""
   from codjax.models import from_pretrained
   from codjax.models.tokenizer import load_tokenizer
-  from codjax.rollout.jax_engine import JaxEngine
 
   path = build_checkpoint(name, ckpt_dir, _MAX_TOKENS.value)
-  tok = load_tokenizer(path)
-  model = from_pretrained(path, dtype="float32")
-  slots = _PACKS.value * _REPEATS.value
+  return path, load_tokenizer(path), from_pretrained(path, dtype="float32")
+
+
+def new_jax_engine(model, **kwargs):
+  """A ``JaxEngine`` with a slot per rollout of the workload (``_PACKS x _REPEATS``), the benchmark's window and
+  seed; ``kwargs`` go to the engine (``kernels=``)."""
+  from codjax.rollout.jax_engine import JaxEngine
+
+  return JaxEngine(model, max_slots=_PACKS.value * _REPEATS.value, max_seq_len=MAX_SEQ, seed=SEED, **kwargs)
+
+
+def bench_config(name: str, ckpt_dir: str) -> list[list]:
+  path, tok, model = load_config(name, ckpt_dir)
   runners, stats_of = {}, {}
   if "jax" in _ENGINES.value:
-    runners["jax"] = stats_of["jax"] = JaxEngine(model, max_slots=slots, max_seq_len=MAX_SEQ, seed=SEED)
+    runners["jax"] = stats_of["jax"] = new_jax_engine(model)
   if "jax_v1" in _ENGINES.value:  # the kernels before 2026-12-05 (jax_engine.KERNELS["v1"])
-    runners["jax_v1"] = stats_of["jax_v1"] = JaxEngine(model, max_slots=slots, max_seq_len=MAX_SEQ, seed=SEED,
-                                                       kernels="v1")
+    runners["jax_v1"] = stats_of["jax_v1"] = new_jax_engine(model, kernels="v1")
   if "jax_stream" in _ENGINES.value:
-    eng = JaxEngine(model, max_slots=slots, max_seq_len=MAX_SEQ, seed=SEED)
+    eng = new_jax_engine(model)
     runners["jax_stream"], stats_of["jax_stream"] = Streaming(eng), eng
   if "jax_reprefill" in _ENGINES.value:
-    eng = JaxEngine(model, max_slots=slots, max_seq_len=MAX_SEQ, seed=SEED)
+    eng = new_jax_engine(model)
     runners["jax_reprefill"], stats_of["jax_reprefill"] = NoSessions(eng), eng
   if "hf" in _ENGINES.value:
     runners["hf"] = stats_of["hf"] = HFEngine(path)

@@ -32,15 +32,8 @@ ROWS = (1, 2, 4, 8)
 
 
 def _engine(name: str):
-  from codjax.models import from_pretrained
-  from codjax.models.tokenizer import load_tokenizer
-  from codjax.rollout.jax_engine import JaxEngine
-
-  path = rb.build_checkpoint(name, rb._CKPT_DIR.value or tempfile.mkdtemp(prefix="codjax_rollout_profile_"),
-                             rb._MAX_TOKENS.value)
-  model = from_pretrained(path, dtype="float32")
-  slots = rb._PACKS.value * rb._REPEATS.value
-  return JaxEngine(model, max_slots=slots, max_seq_len=rb.MAX_SEQ, seed=rb.SEED), load_tokenizer(path)
+  _, tok, model = rb.load_config(name, rb._CKPT_DIR.value or tempfile.mkdtemp(prefix="codjax_rollout_profile_"))
+  return rb.new_jax_engine(model), tok
 
 
 def profile_round(name: str) -> None:
