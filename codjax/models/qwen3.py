@@ -361,6 +361,10 @@ class Qwen3(TokenEmbeddings, nnx.Module):
   # A cache row's positions [0, n) hold the first n tokens' keys and values and nothing else depends on them,
   # so a sampler may copy any prefix of one row into another (shared prompt prefixes: codjax.rollout.jax_engine)
   PREFIX_COPY = True
+  # ``forward_cached_unrolled`` over ``split_layers`` / ``cache_layers`` computes what ``forward_cached`` does,
+  # layer for layer with the same products, so a sampler may prefill through it (bit-identical caches on the
+  # CPU backend: tests/rollout/test_jax_engine.py)
+  UNROLLED_PREFILL = True
 
   def __init__(self, cfg: Qwen3Config, *, rngs: nnx.Rngs, init_std: float = 0.02):
     self.cfg = cfg

@@ -24,8 +24,8 @@ Each ``generate`` call:
      row's pending token (first the prompt's last token) and samples the next; rows stop on a stop token or
      their token budget; the loop exits when at most half of its power-of-two batch is still going, and those
      rows continue in the next, smaller batch (a "phase", starting from their last sampled token; a batch of
-     ``min_batch`` rows runs to the end), so finished rows stop costing compute (``stats["decode_phases"]``
-     counts phases).
+     ``min_batch`` rows, or the kernels' lower ``decode_floor``, runs to the end), so finished rows stop
+     costing compute (``stats["decode_phases"]`` counts phases).
 Continuous batching (``submit`` / ``poll``, driven by ``codjax.agents.episode.run_streaming``): requests
 enter and leave the decode batch one by one. A request's prompt suffix except its last token is prefilled when
 it joins; the same decode kernel then runs every request in flight and exits once a given number of rows
@@ -87,19 +87,38 @@ class Kernels:
     fusions, which run [8, 384] x [384, 1024]-sized products at ~4 GB/s of weights against ~6.6 GB/s (2 GHz
     AVX2 host; decode steps of the 13M-parameter benchmark model 25 -> 18 ms at 8 rows). Prefill keeps YNNPACK
     (hundreds of rows: no difference measured).
+  unrolled_prefill: on models that allow it (``UNROLLED_PREFILL``: Qwen3), prefill chunks run the layers
+    unrolled over per-layer weights and caches (the decode loop's form) instead of a ``scan`` over the stacked
+    ones, whose per-layer weight slices and stacked cache outputs XLA on CPU copies; the caches come out
+    bit-identical. 13M-parameter benchmark model, 2 GHz AVX2 host, 2 cores, median ms per call (scan ->
+    unrolled): 8 rows x 16 tokens over 768 positions 173 -> 159, 8 x 64 over 512 363 -> 330, 8 x 512 over 768
+    2,871 -> 2,193 (benchmarks/README.md).
+  decode_floor: the smallest batch a generate call's decode runs, its phases and a call of a few requests
+    alike (None: ``min_batch``). A call decodes in phases that halve the batch once at most half its rows are
+    still going; with a floor below ``min_batch`` the last rows of uneven replies stop running in an 8-row
+    kernel (each smaller batch compiles once per window) (decode step of the 13M-parameter model:
+    ~17 ms at 8 rows, ~8 ms at 1 on one core). Logprobs move within float rounding (other batch shapes), so
+    runs recorded with another choice do not reproduce bit for bit; prefill floors keep ``min_batch``.
   """
 
   fine_windows: bool
   prefill_pad_tokens: int | None
   cpu_decode_options: tuple[tuple[str, str], ...]
+  unrolled_prefill: bool = False
+  decode_floor: int | None = None
 
 
-# "fast": the default; "v1": the kernels of the runs recorded in the README and benchmarks/README.md before
-# 2026-12-05 (every prefill padded to min_batch rows, power-of-two windows, YNNPACK in decode); the
-# experiments with recorded numbers select "v1" (``rollout.jax_kernels``) so they reproduce bit for bit
+# "fast2": the default, "fast" with decode phases down to 2 rows (2026-12-06); "fast": the kernels of the main
+# job's recorded run (experiments/tiny_cod_frozenlake.py selects it); "v1": the kernels of the runs recorded in
+# the README and benchmarks/README.md before 2026-12-05 (every prefill padded to min_batch rows, power-of-two
+# windows, YNNPACK in decode); experiments with recorded numbers select theirs (``rollout.jax_kernels``) so
+# they reproduce bit for bit (the unrolled prefill leaves every cache bit as it was)
 KERNELS = {
     "fast": Kernels(fine_windows=True, prefill_pad_tokens=PREFILL_PAD_TOKENS,
-                    cpu_decode_options=(("xla_cpu_experimental_ynn_fusion_type", ""),)),
+                    cpu_decode_options=(("xla_cpu_experimental_ynn_fusion_type", ""),), unrolled_prefill=True),
+    "fast2": Kernels(fine_windows=True, prefill_pad_tokens=PREFILL_PAD_TOKENS,
+                     cpu_decode_options=(("xla_cpu_experimental_ynn_fusion_type", ""),), unrolled_prefill=True,
+                     decode_floor=2),
     "v1": Kernels(fine_windows=False, prefill_pad_tokens=None, cpu_decode_options=()),
 }
 # kernels run at least this many rows (padding rows are free of tokens): fewer kernel signatures to compile (a
@@ -217,7 +236,7 @@ class JaxEngine:
 
   def __init__(self, model, *, max_slots: int = 64, max_seq_len: int = 2048, mesh: Mesh | None = None,
                seed: int = 0, cache_dtype=None, chunk_buckets: Sequence[int] = CHUNK_BUCKETS,
-               min_batch: int = MIN_BATCH_BUCKET, kernels: str = "fast"):
+               min_batch: int = MIN_BATCH_BUCKET, kernels: str = "fast2"):
     if max_slots < 1 or max_seq_len < 2:
       raise ValueError("max_slots must be >= 1 and max_seq_len >= 2")
     if min_batch < 1 or min_batch & (min_batch - 1):
@@ -285,6 +304,11 @@ class JaxEngine:
     pad = self._kernels.prefill_pad_tokens
     return self.min_batch if pad is None else min(self.min_batch, _pow2(max(1, pad // chunk)))
 
+  def _decode_floor(self) -> int:
+    """The smallest batch a generate call's decode phases run (``Kernels.decode_floor``, at most min_batch)."""
+    floor = self._kernels.decode_floor
+    return self.min_batch if floor is None else min(self.min_batch, floor)
+
   def _length_bucket(self, end: int) -> int:
     """Cache positions a call works on: the bucket of its furthest written position ``end`` (exclusive)."""
     return min(self.max_seq_len, _length_bucket(end, self._kernels.fine_windows))
@@ -295,6 +319,10 @@ class JaxEngine:
     last prompt token itself."""
     model = nnx.merge(self._graphdef, params)
     sub = model.cache_take(cache, slots_b, length)
+    if self._kernels.unrolled_prefill and getattr(self._model_cls, "UNROLLED_PREFILL", False):
+      layers = model.cache_layers(sub)
+      _, layers = model.forward_cached_unrolled(tokens_bc, start_b, model.split_layers(), layers, valid_b)
+      return model.cache_put(cache, model.cache_stack(layers, sub), slots_b, length)
     _, sub = model.forward_cached(tokens_bc, start_b, sub, valid_b)
     return model.cache_put(cache, sub, slots_b, length)
 
@@ -473,13 +501,14 @@ class JaxEngine:
     gen: list[list[int]] = [[] for _ in range(n)]
     gen_lp: list[list[float]] = [[] for _ in range(n)]
     pending = list(range(n))
+    floor = self._decode_floor()
     while pending:
-      bb = self._batch_bucket(len(pending))
+      bb = self._batch_bucket(len(pending), floor)
       toks, lps, counts = self._run_decode(
           slots=[slots[i] for i in pending], tok=[gen[i][-1] if gen[i] else prompts[i][-1] for i in pending],
           pos=[len(prompts[i]) - 1 + len(gen[i]) for i in pending], left=[budget0[i] - len(gen[i]) for i in pending],
           key_data=key_data[pending], offset=[len(gen[i]) for i in pending], params=params,
-          min_active=bb // 2 if bb > self.min_batch else 0)
+          min_active=bb // 2 if bb > floor else 0, min_rows=floor)
       self.stats["decode_phases"] += 1
       going = []
       for r, i in enumerate(pending):
@@ -491,12 +520,14 @@ class JaxEngine:
       pending = going
     return gen, gen_lp
 
-  def _run_decode(self, *, slots, tok, pos, left, key_data, offset, params: SamplingParams, min_active: int):
-    """One decode kernel over m rows padded to a power-of-two batch (padding rows: budget 0, scratch slot 0):
-    row r feeds ``tok[r]`` at position ``pos[r]`` and may draw ``left[r]`` tokens, numbered from ``offset[r]``;
-    exits once at most ``min_active`` rows are going. Returns host arrays (tokens, logprobs, counts)."""
+  def _run_decode(self, *, slots, tok, pos, left, key_data, offset, params: SamplingParams, min_active: int,
+                  min_rows: int | None = None):
+    """One decode kernel over m rows padded to a power-of-two batch of at least ``min_rows`` (default
+    ``min_batch``; padding rows: budget 0, scratch slot 0): row r feeds ``tok[r]`` at position ``pos[r]`` and
+    may draw ``left[r]`` tokens, numbered from ``offset[r]``; exits once at most ``min_active`` rows are going.
+    Returns host arrays (tokens, logprobs, counts)."""
     m = len(slots)
-    bb = self._batch_bucket(m)
+    bb = self._batch_bucket(m, min_rows)
     pad = bb - m
     i32 = lambda xs: np.asarray(list(xs) + [0] * pad, np.int32)
     pos_b, left_b = i32(pos), i32(left)

@@ -530,10 +530,11 @@ def test_shared_prompt_prefixes_are_prefilled_once_and_stay_exact(model):
 
 
 def test_min_batch_pads_small_calls_to_one_compiled_batch(model, engine):
-  """The default ``min_batch`` of 8: after one call of 5 requests, calls of 1, 2 and 3 requests (other
-  prompts of the same length buckets) run the same 8-row kernels, compiling nothing, and every reply equals
-  the one an engine without the floor (``min_batch=1``, phases down to one row) gives."""
-  eng = JaxEngine(model, max_slots=8, max_seq_len=256)
+  """The default ``min_batch`` of 8 under the "fast" kernels (every decode phase at least ``min_batch`` rows;
+  "fast2" lets phases shrink to 2 rows: test_decode_phases_shrink_below_min_batch_under_fast2): after one call of 5 requests, calls of 1, 2 and 3
+  requests (other prompts of the same length buckets) run the same 8-row kernels, compiling nothing, and every
+  reply equals the one an engine without the floor (``min_batch=1``, phases down to one row) gives."""
+  eng = JaxEngine(model, max_slots=8, max_seq_len=256, kernels="fast")
   assert eng.min_batch == 8
 
   def batch(n, base):
@@ -556,13 +557,13 @@ def test_min_batch_pads_small_calls_to_one_compiled_batch(model, engine):
 
 
 def test_kernel_choices_give_the_same_replies_with_their_own_shapes_and_compiler_options(model):
-  """``kernels="fast"`` (the default) against ``"v1"`` (the kernels the README's recorded runs used): the same
+  """``kernels="fast"`` (the main job's) against ``"v1"`` (the kernels the README's recorded runs used): the same
   greedy and seeded replies, logprobs within float rounding, on a conversation past 512 positions (where the
   windows differ) after a lone long prompt (where the prefill floors differ); each compiled decode loop carries
   its own choice (YNNPACK fusions in v1's only)."""
   engines = {k: JaxEngine(model, max_slots=4, max_seq_len=1024, seed=0, kernels=k) for k in ("fast", "v1")}
   fast, v1 = engines["fast"], engines["v1"]
-  assert fast.kernels == "fast" and JaxEngine(model, max_slots=1, max_seq_len=64).kernels == "fast"
+  assert fast.kernels == "fast" and JaxEngine(model, max_slots=1, max_seq_len=64).kernels == "fast2"
   # the documented shapes: 1.5x-power-of-two windows past 512 and a prefill floor of <= 256 token slots
   assert [fast._length_bucket(e) for e in (100, 300, 513, 700, 769, 1000)] == [128, 512, 768, 768, 1024, 1024]
   assert [v1._length_bucket(e) for e in (100, 300, 513, 700, 769, 1000)] == [128, 512, 1024, 1024, 1024, 1024]
@@ -593,3 +594,71 @@ def test_kernel_choices_give_the_same_replies_with_their_own_shapes_and_compiler
   assert "ynn" in lowered["v1"].lower() and "ynn" not in lowered["fast"].lower()
   with pytest.raises(ValueError, match="kernels must be one of"):
     JaxEngine(model, max_slots=1, max_seq_len=64, kernels="turbo")
+
+
+def test_unrolled_prefill_writes_the_scanned_prefill_s_cache_bit_for_bit(model, monkeypatch):
+  """The "fast" kernels prefill through the layers unrolled (``Kernels.unrolled_prefill``); the same kernels
+  with the stacked-layer scan must leave identical cache bits and give identical replies (tokens and
+  logprobs exactly): a lone 540-token prompt (a 512 chunk and a tail), a second turn that continues a session
+  from a cached history, and a batch of new prompts at other chunk sizes."""
+  import dataclasses
+
+  from codjax.rollout import jax_engine
+
+  assert jax_engine.KERNELS["fast"].unrolled_prefill and not jax_engine.KERNELS["v1"].unrolled_prefill
+  monkeypatch.setitem(jax_engine.KERNELS, "fast_scan",
+                      dataclasses.replace(jax_engine.KERNELS["fast"], unrolled_prefill=False))
+  engines = {k: JaxEngine(model, max_slots=4, max_seq_len=1024, seed=0, kernels=k) for k in ("fast", "fast_scan")}
+  hlo = {}
+  for name, eng in engines.items():
+    fn = eng._prefill_fn
+
+    def spy(*args, _fn=fn, _name=name, **kwargs):
+      hlo.setdefault(_name, _fn.lower(*args, **kwargs).as_text())
+      return _fn(*args, **kwargs)
+
+    eng._prefill_fn = spy
+  long_prompt = [(7 * i) % 500 + 3 for i in range(540)]
+  turn1 = [long_prompt, PROMPTS[0]]
+  replies = {}
+  for name, eng in engines.items():
+    first = eng.generate(turn1, sampled((3, 4), max_tokens=10), session_ids=[1, 2])
+    turn2 = [p + c.token_ids + [11, 12, 13] for p, c in zip(turn1, first)]
+    second = eng.generate(turn2, sampled((5, 6), max_tokens=10), session_ids=[1, 2])
+    third = eng.generate(PROMPTS, SamplingParams(temperature=0.0, max_tokens=10))
+    replies[name] = first + second + third
+  assert_nontrivial(PROMPTS, replies["fast"][-3:])
+  for g, w in zip(replies["fast"], replies["fast_scan"]):
+    assert g.token_ids == w.token_ids and g.logprobs == w.logprobs
+  for a, b in zip(jax.tree.leaves(engines["fast"]._cache), jax.tree.leaves(engines["fast_scan"]._cache)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  # the two paths are really different programs: a loop over the stacked layers in the scanned one only
+  assert "while" in hlo["fast_scan"] and "while" not in hlo["fast"]
+
+
+def test_decode_phases_shrink_below_min_batch_under_fast2(model):
+  """``kernels="fast2"`` ("fast" with ``decode_floor=2``): a call whose replies end at different lengths keeps
+  halving its decode batch below ``min_batch`` (8 -> 4 -> 2 rows) where "fast" runs every phase at 8 rows; the
+  replies are the same (tokens exactly, logprobs within float rounding), a second identical call compiles
+  nothing new, and the prefill floors stay those of "fast"."""
+  engines = {k: JaxEngine(model, max_slots=8, max_seq_len=256, seed=0, kernels=k) for k in ("fast", "fast2")}
+  prompts = [[(3 * i + 11 * j) % 400 + 5 for i in range(6 + 3 * j)] for j in range(8)]
+  # per-row budgets from 2 to 30 tokens (no stop token): the rows finish one after another
+  params = SamplingParams(temperature=1.0, max_tokens=30, seeds=tuple(range(100, 108)))
+  budgets = [2, 3, 5, 8, 12, 17, 23, 30]
+  got = {}
+  for name, eng in engines.items():
+    # a row's budget is max_seq_len - len(prompt): pad each prompt so its budget is the one listed
+    padded = [p + [7] * (256 - b - len(p)) for p, b in zip(prompts, budgets)]
+    got[name] = eng.generate(padded, params)
+    assert [len(c.token_ids) for c in got[name]] == budgets
+  for g, w in zip(got["fast2"], got["fast"]):
+    assert_same_reply(g, w)
+  rows = {name: sorted({sig[0] for sig in eng._decode_fns}) for name, eng in engines.items()}
+  assert rows["fast"] == [8] and rows["fast2"] == [2, 4, 8], rows
+  fast2 = engines["fast2"]
+  assert fast2.stats["decode_phases"] > engines["fast"].stats["decode_phases"]
+  again = compilations(lambda: fast2.generate([p + [7] * (256 - b - len(p)) for p, b in zip(prompts, budgets)],
+                                              params))
+  assert not again, f"{len(again)} XLA compilations after warm-up"
+  assert [fast2._prefill_floor(c) for c in (16, 64, 512)] == [engines["fast"]._prefill_floor(c) for c in (16, 64, 512)]
