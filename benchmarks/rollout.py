@@ -11,7 +11,10 @@ time (median over rounds). Engines:
   prompts that start alike, the G repeats' first turn and a shared system prompt, are prefilled once and
   copied between cache slots, so its prefill-token column counts computed tokens only);
 * ``jax_v1``: the same engine with the kernels of before 2026-12-05 (``kernels="v1"``: every prefill padded to
-  ``min_batch`` rows, power-of-two windows, YNNPACK fusions in the decode loop; ``jax`` runs the default "fast");
+  ``min_batch`` rows, power-of-two windows, YNNPACK fusions in the decode loop; ``jax`` runs the default
+  "fast2": "fast" with decode phases down to 2 rows);
+* ``jax_fast``: the same engine with the "fast" kernels (the main job's; every decode phase at least
+  ``min_batch`` rows);
 * ``jax_stream``: the same engine under continuous batching (``EngineBackend(continuous=True)``: episodes
   advance independently, no lock step; replies seeded per episode and turn, so its tokens differ from
   ``jax``'s draws);
@@ -28,8 +31,9 @@ sampled EOS after ~half of ``max_tokens`` on average: reply lengths vary and are
 like a trained model's, instead of every reply running to the limit. All engines load the same
 checkpoint directory.
 
-Rules (benchmarks/common.py): same process and cores for jax / jax_reprefill / hf with interleaved rounds
-(the vLLM child runs right after, on the same cores), warmup rounds untimed (compilation), medians; the
+Rules (benchmarks/common.py): the same cores for every engine and their rounds interleaved (the in-process
+engines and the vLLM child, which runs one round per request and times it itself, so a drift of the host's
+speed during the run touches every engine alike), warmup rounds untimed (compilation), medians; the
 check column is the fraction of greedy tokens equal to the JAX engine's on the first turn's prompts.
 
   python benchmarks/rollout.py                        # tiny and mid configs, all engines
@@ -58,7 +62,7 @@ CONFIGS = {
     "mid": dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=6, num_attention_heads=6,
                 num_key_value_heads=2, head_dim=64, vocab=1024),
 }
-ENGINES = ("jax", "jax_v1", "jax_stream", "jax_reprefill", "hf", "vllm")
+ENGINES = ("jax", "jax_fast", "jax_v1", "jax_stream", "jax_reprefill", "hf", "vllm")
 
 _CONFIGS = flags.DEFINE_list("configs", ["tiny", "mid"], f"model configs: {sorted(CONFIGS)}")
 _ENGINES = flags.DEFINE_list("engines", list(ENGINES), f"engines: {ENGINES}")
@@ -290,13 +294,20 @@ def greedy_tokens(engine, tok) -> list[list[int]]:
 
 
 def measure(runners: dict, tok) -> dict:
-  """Interleaved timed rounds of each runner (name -> engine); per-round generated tokens."""
+  """Interleaved timed rounds of each runner (name -> engine, or a ``VllmChild``, whose rounds are timed by the
+  child itself); per-round generated tokens."""
   produced: dict[str, list[int]] = {name: [] for name in runners}
   replies: dict[str, int] = {}
+  child_times: dict[str, list[tuple[float, float]]] = {}
 
   def fn(name):
     def go():
-      gen, n = rollout(runners[name], tok)
+      if isinstance(runners[name], VllmChild):
+        r = runners[name].round()
+        child_times.setdefault(name, []).append((r["wall"], r["cpu"]))
+        gen, n = r["generated"], r["replies"]
+      else:
+        gen, n = rollout(runners[name], tok)
       produced[name].append(gen)
       replies[name] = n
       return gen
@@ -306,52 +317,80 @@ def measure(runners: dict, tok) -> dict:
   out = {}
   for name, t in times.items():
     gen = produced[name][_WARMUP.value:]
-    out[name] = {"wall": t.wall, "cpu": t.cpu, "generated": gen, "replies": replies[name]}
+    wall, cpu = t.wall, t.cpu
+    if name in child_times:  # the child's own clocks (the parent only waited)
+      wall, cpu = ([x[i] for x in child_times[name][_WARMUP.value:]] for i in (0, 1))
+    out[name] = {"wall": wall, "cpu": cpu, "generated": gen, "replies": replies[name]}
   return out
 
 
-def vllm_child(path: str) -> dict:
-  """Runs in the child process: the vLLM engine on the same workload; returns JSON-able results."""
+_PROTOCOL = "@@rollout-bench "  # prefix of the child's protocol lines on stdout (vLLM logs around them)
+
+
+def vllm_child(path: str) -> None:
+  """Runs in the child process: loads the vLLM engine, reports its greedy tokens, then runs one rollout round
+  per ``round`` line on stdin (prefix cache reset first, unless kept) and reports its wall and CPU seconds and
+  tokens, until ``quit``. The parent interleaves these rounds with its own engines' (``VllmChild``)."""
   from codjax.models.tokenizer import load_tokenizer
   from codjax.rollout.vllm_engine import VllmEngine
+
+  def say(obj):
+    print(_PROTOCOL + json.dumps(obj), flush=True)
 
   tok = load_tokenizer(path)
   t0 = time.perf_counter()
   engine = VllmEngine(path, max_model_len=MAX_SEQ, dtype="float32", seed=SEED, cpu_kvcache_gib=2)
   startup = time.perf_counter() - t0
   try:
-    greedy = greedy_tokens(engine, tok)
-
-    def fresh_cache():
+    say({"greedy": greedy_tokens(engine, tok), "startup_s": startup})
+    for line in sys.stdin:
+      if line.strip() != "round":
+        break
       if not _KEEP_CACHE.value:
         engine.reset_prefix_cache()
-
-    for _ in range(_WARMUP.value):
-      fresh_cache()
-      rollout(engine, tok)
-    wall, cpu, results = [], [], []
-    for _ in range(_ROUNDS.value):
-      fresh_cache()
-      w, c = timed(lambda: results.append(rollout(engine, tok)), lambda x: x)
-      wall.append(w)
-      cpu.append(c)
-    return {"wall": wall, "cpu": cpu, "generated": [g for g, _ in results], "replies": results[-1][1],
-            "greedy": greedy, "startup_s": startup}
+      out = []
+      wall, cpu = timed(lambda: out.append(rollout(engine, tok)), lambda x: x)
+      say({"wall": wall, "cpu": cpu, "generated": out[0][0], "replies": out[0][1]})
   finally:
     engine.close()
 
 
-def run_vllm(path: str) -> dict:
-  cmd = [sys.executable, os.path.abspath(__file__), f"--child={path}", f"--packs={_PACKS.value}",
-         f"--repeats={_REPEATS.value}", f"--pack_size={_PACK_SIZE.value}", f"--max_tokens={_MAX_TOKENS.value}",
-         f"--rounds={_ROUNDS.value}", f"--warmup={_WARMUP.value}",
-         f"--vllm_keep_prefix_cache={_KEEP_CACHE.value}"]
-  if _THREADS.value:
-    cmd.append(f"--threads={_THREADS.value}")
-  proc = subprocess.run(cmd, capture_output=True, text=True)
-  if proc.returncode != 0:
-    raise RuntimeError(f"vLLM child failed:\n{proc.stderr[-4000:]}")
-  return json.loads(proc.stdout.strip().splitlines()[-1])
+class VllmChild:
+  """The vLLM engine in a child process (vLLM's CPU worker rebinds its process's OpenMP threads), driven one
+  round at a time so its rounds interleave with the in-process engines' (``measure``): a drift of the host's
+  speed during the run then touches every engine alike. ``round()`` returns the child's own wall and CPU
+  seconds of the round and its tokens."""
+
+  def __init__(self, path: str):
+    cmd = [sys.executable, os.path.abspath(__file__), f"--child={path}", f"--packs={_PACKS.value}",
+           f"--repeats={_REPEATS.value}", f"--pack_size={_PACK_SIZE.value}", f"--max_tokens={_MAX_TOKENS.value}",
+           f"--vllm_keep_prefix_cache={_KEEP_CACHE.value}"]
+    if _THREADS.value:
+      cmd.append(f"--threads={_THREADS.value}")
+    self._err = tempfile.TemporaryFile(mode="w+")
+    self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True)
+    ready = self._read()
+    self.greedy, self.startup_s = ready["greedy"], ready["startup_s"]
+
+  def _read(self) -> dict:
+    for line in self._proc.stdout:
+      if line.startswith(_PROTOCOL):
+        return json.loads(line[len(_PROTOCOL):])
+    self._proc.wait()
+    self._err.seek(0)
+    raise RuntimeError(f"vLLM child exited with {self._proc.returncode}:\n{self._err.read()[-4000:]}")
+
+  def round(self) -> dict:
+    self._proc.stdin.write("round\n")
+    self._proc.stdin.flush()
+    return self._read()
+
+  def close(self) -> None:
+    if self._proc.poll() is None:
+      self._proc.stdin.write("quit\n")
+      self._proc.stdin.flush()
+      self._proc.wait(timeout=120)
+    self._err.close()
 
 
 # -- main ------------------------------------------------------------------------------------------------------
@@ -378,6 +417,8 @@ def bench_config(name: str, ckpt_dir: str) -> list[list]:
   runners, stats_of = {}, {}
   if "jax" in _ENGINES.value:
     runners["jax"] = stats_of["jax"] = new_jax_engine(model)
+  if "jax_fast" in _ENGINES.value:  # the main job's kernels (decode phases of at least min_batch rows)
+    runners["jax_fast"] = stats_of["jax_fast"] = new_jax_engine(model, kernels="fast")
   if "jax_v1" in _ENGINES.value:  # the kernels before 2026-12-05 (jax_engine.KERNELS["v1"])
     runners["jax_v1"] = stats_of["jax_v1"] = new_jax_engine(model, kernels="v1")
   if "jax_stream" in _ENGINES.value:
@@ -389,13 +430,17 @@ def bench_config(name: str, ckpt_dir: str) -> list[list]:
   if "hf" in _ENGINES.value:
     runners["hf"] = stats_of["hf"] = HFEngine(path)
   greedy = {k: greedy_tokens(e, tok) for k, e in runners.items()}
+  if "vllm" in _ENGINES.value:  # its rounds interleave with the others'
+    runners["vllm"] = VllmChild(path)
+    greedy["vllm"] = runners["vllm"].greedy
   before = {k: dict(e.stats) for k, e in stats_of.items()}
-  res = measure(runners, tok)
+  try:
+    res = measure(runners, tok)
+  finally:
+    if "vllm" in runners:
+      runners["vllm"].close()
   for k, e in stats_of.items():  # prefill tokens per round (all rounds incl. warmup are identical workloads)
     res[k]["prefill"] = (e.stats["prefill_tokens"] - before[k]["prefill_tokens"]) / (_ROUNDS.value + _WARMUP.value)
-  if "vllm" in _ENGINES.value:
-    res["vllm"] = run_vllm(path)
-    greedy["vllm"] = res["vllm"].pop("greedy")
   ref = greedy.get("jax")
   rows = []
   rate = {k: _median([g / w for g, w in zip(r["generated"], r["wall"])]) for k, r in res.items()}
@@ -425,7 +470,7 @@ def main(argv):
   del argv
   threads = pin_threads(_THREADS.value)
   if _CHILD.value:
-    print(json.dumps(vllm_child(_CHILD.value)))
+    vllm_child(_CHILD.value)
     return
   for e in _ENGINES.value:
     if e not in ENGINES:
