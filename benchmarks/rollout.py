@@ -387,9 +387,13 @@ class VllmChild:
 
   def close(self) -> None:
     if self._proc.poll() is None:
-      self._proc.stdin.write("quit\n")
-      self._proc.stdin.flush()
-      self._proc.wait(timeout=120)
+      try:
+        self._proc.stdin.write("quit\n")
+        self._proc.stdin.flush()
+        self._proc.wait(timeout=120)
+      except (BrokenPipeError, subprocess.TimeoutExpired):
+        self._proc.kill()
+        self._proc.wait()
     self._err.close()
 
 
