@@ -32,6 +32,7 @@ from codjax.envs.experts import make_policy
 from codjax.evolve import registry
 from codjax.evolve.difficulty import deltas, measure_run
 from codjax.evolve.lineage import load_lineages
+from codjax.rollout.jax_engine import KERNELS
 from codjax.train.metrics import Progress
 
 _RUNS = flags.DEFINE_list("runs", None, "Lineage directories (launch/evolve.py --out).", required=True)
@@ -42,7 +43,7 @@ _MAX_TOKENS = flags.DEFINE_integer("max_tokens", 128, "Model agent: tokens per r
 _TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "Model agent: sampling temperature.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the agents' random choices.")
 _OUT = flags.DEFINE_string("out", None, "Write the results as JSON here.")
-_KERNELS = flags.DEFINE_enum("jax_kernels", "v1", ["fast2", "fast", "v1"],
+_KERNELS = flags.DEFINE_enum("jax_kernels", "v1", list(KERNELS),
                              "Model agent: the JAX engine's kernels (codjax.rollout.jax_engine.KERNELS; v1, the "
                              "default, reproduces the figures recorded in benchmarks/README.md bit for bit).")
 

@@ -96,8 +96,8 @@ class Kernels:
   decode_floor: the smallest batch a generate call's decode runs, its phases and a call of a few requests
     alike (None: ``min_batch``). A call decodes in phases that halve the batch once at most half its rows are
     still going; with a floor below ``min_batch`` the last rows of uneven replies stop running in an 8-row
-    kernel (each smaller batch compiles once per window) (decode step of the 13M-parameter model:
-    ~17 ms at 8 rows, ~8 ms at 1 on one core). Logprobs move within float rounding (other batch shapes), so
+    kernel; each smaller batch compiles once per window (decode step of the 13M-parameter model: ~17 ms at
+    8 rows, ~8 ms at 1 on one core). Logprobs move within float rounding (other batch shapes), so
     runs recorded with another choice do not reproduce bit for bit; prefill floors keep ``min_batch``.
   """
 
@@ -113,12 +113,11 @@ class Kernels:
 # the README and benchmarks/README.md before 2026-12-05 (every prefill padded to min_batch rows, power-of-two
 # windows, YNNPACK in decode); experiments with recorded numbers select theirs (``rollout.jax_kernels``) so
 # they reproduce bit for bit (the unrolled prefill leaves every cache bit as it was)
+_FAST = Kernels(fine_windows=True, prefill_pad_tokens=PREFILL_PAD_TOKENS,
+                cpu_decode_options=(("xla_cpu_experimental_ynn_fusion_type", ""),), unrolled_prefill=True)
 KERNELS = {
-    "fast": Kernels(fine_windows=True, prefill_pad_tokens=PREFILL_PAD_TOKENS,
-                    cpu_decode_options=(("xla_cpu_experimental_ynn_fusion_type", ""),), unrolled_prefill=True),
-    "fast2": Kernels(fine_windows=True, prefill_pad_tokens=PREFILL_PAD_TOKENS,
-                     cpu_decode_options=(("xla_cpu_experimental_ynn_fusion_type", ""),), unrolled_prefill=True,
-                     decode_floor=2),
+    "fast": _FAST,
+    "fast2": dataclasses.replace(_FAST, decode_floor=2),
     "v1": Kernels(fine_windows=False, prefill_pad_tokens=None, cpu_decode_options=()),
 }
 # kernels run at least this many rows (padding rows are free of tokens): fewer kernel signatures to compile (a

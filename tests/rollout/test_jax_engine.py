@@ -531,9 +531,10 @@ def test_shared_prompt_prefixes_are_prefilled_once_and_stay_exact(model):
 
 def test_min_batch_pads_small_calls_to_one_compiled_batch(model, engine):
   """The default ``min_batch`` of 8 under the "fast" kernels (every decode phase at least ``min_batch`` rows;
-  "fast2" lets phases shrink to 2 rows: test_decode_phases_shrink_below_min_batch_under_fast2): after one call of 5 requests, calls of 1, 2 and 3
-  requests (other prompts of the same length buckets) run the same 8-row kernels, compiling nothing, and every
-  reply equals the one an engine without the floor (``min_batch=1``, phases down to one row) gives."""
+  "fast2" lets phases shrink to 2 rows: test_decode_phases_shrink_below_min_batch_under_fast2): after one call
+  of 5 requests, calls of 1, 2 and 3 requests (other prompts of the same length buckets) run the same 8-row
+  kernels, compiling nothing, and every reply equals the one an engine without the floor (``min_batch=1``,
+  phases down to one row) gives."""
   eng = JaxEngine(model, max_slots=8, max_seq_len=256, kernels="fast")
   assert eng.min_batch == 8
 
@@ -646,10 +647,10 @@ def test_decode_phases_shrink_below_min_batch_under_fast2(model):
   # per-row budgets from 2 to 30 tokens (no stop token): the rows finish one after another
   params = SamplingParams(temperature=1.0, max_tokens=30, seeds=tuple(range(100, 108)))
   budgets = [2, 3, 5, 8, 12, 17, 23, 30]
+  # a row's budget is max_seq_len - len(prompt): pad each prompt so its budget is the one listed
+  padded = [p + [7] * (256 - b - len(p)) for p, b in zip(prompts, budgets)]
   got = {}
   for name, eng in engines.items():
-    # a row's budget is max_seq_len - len(prompt): pad each prompt so its budget is the one listed
-    padded = [p + [7] * (256 - b - len(p)) for p, b in zip(prompts, budgets)]
     got[name] = eng.generate(padded, params)
     assert [len(c.token_ids) for c in got[name]] == budgets
   for g, w in zip(got["fast2"], got["fast"]):
@@ -658,7 +659,6 @@ def test_decode_phases_shrink_below_min_batch_under_fast2(model):
   assert rows["fast"] == [8] and rows["fast2"] == [2, 4, 8], rows
   fast2 = engines["fast2"]
   assert fast2.stats["decode_phases"] > engines["fast"].stats["decode_phases"]
-  again = compilations(lambda: fast2.generate([p + [7] * (256 - b - len(p)) for p, b in zip(prompts, budgets)],
-                                              params))
+  again = compilations(lambda: fast2.generate(padded, params))
   assert not again, f"{len(again)} XLA compilations after warm-up"
   assert [fast2._prefill_floor(c) for c in (16, 64, 512)] == [engines["fast"]._prefill_floor(c) for c in (16, 64, 512)]
