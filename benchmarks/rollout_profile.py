@@ -27,13 +27,15 @@ from common import interleaved, jax_sync, print_table
 _WHAT = flags.DEFINE_enum("what", "round", ["round", "rows"], "round: one rollout round by call; rows: decode steps")
 _WINDOWS = flags.DEFINE_list("windows", ["256", "768"], "decode windows for --what=rows")
 _PROFILE_ROUNDS = flags.DEFINE_integer("profile_rounds", 2, "timed calls per (window, rows) for --what=rows")
+_KERNELS = flags.DEFINE_string("kernels", None, "the engine's kernel set (codjax.rollout.jax_engine.KERNELS; "
+                               "default: the engine's default)")
 STEPS = 48
 ROWS = (1, 2, 4, 8)
 
 
 def _engine(name: str):
   _, tok, model = rb.load_config(name, rb._CKPT_DIR.value or tempfile.mkdtemp(prefix="codjax_rollout_profile_"))
-  return rb.new_jax_engine(model), tok
+  return rb.new_jax_engine(model, **({"kernels": _KERNELS.value} if _KERNELS.value else {})), tok
 
 
 def profile_round(name: str) -> None:

@@ -557,11 +557,14 @@ def test_min_batch_pads_small_calls_to_one_compiled_batch(model, engine):
     JaxEngine(model, max_slots=2, max_seq_len=64, min_batch=3)
 
 
-def test_kernel_choices_give_the_same_replies_with_their_own_shapes_and_compiler_options(model):
+def test_kernel_choices_give_the_same_replies_with_their_own_shapes_and_compiler_options(model, monkeypatch):
   """``kernels="fast"`` (the main job's) against ``"v1"`` (the kernels the README's recorded runs used): the same
   greedy and seeded replies, logprobs within float rounding, on a conversation past 512 positions (where the
   windows differ) after a lone long prompt (where the prefill floors differ); each compiled decode loop carries
-  its own choice (YNNPACK fusions in v1's only)."""
+  its own choice (on a host without AVX-512, as the main job's recorded run: YNNPACK fusions in v1's only)."""
+  from codjax.rollout import jax_engine
+
+  monkeypatch.setattr(jax_engine, "cpu_has", lambda flag: False)
   engines = {k: JaxEngine(model, max_slots=4, max_seq_len=1024, seed=0, kernels=k) for k in ("fast", "v1")}
   fast, v1 = engines["fast"], engines["v1"]
   assert fast.kernels == "fast" and JaxEngine(model, max_slots=1, max_seq_len=64).kernels == "fast2"
@@ -595,6 +598,44 @@ def test_kernel_choices_give_the_same_replies_with_their_own_shapes_and_compiler
   assert "ynn" in lowered["v1"].lower() and "ynn" not in lowered["fast"].lower()
   with pytest.raises(ValueError, match="kernels must be one of"):
     JaxEngine(model, max_slots=1, max_seq_len=64, kernels="turbo")
+
+
+def test_decode_compiler_options_follow_the_host_cpu(model, monkeypatch):
+  """``Kernels.cpu_decode_options_unless``: the "fast" kernels compile the decode loop without YNNPACK fusions
+  on hosts without AVX-512 and with XLA's defaults (YNNPACK) on hosts with it; "v1" always with the defaults;
+  no options off the CPU backend. The replies agree within float rounding either way."""
+  import platform
+
+  from codjax.rollout import jax_engine
+  from codjax.rollout.jax_engine import KERNELS, cpu_has, decode_compiler_options
+
+  off = {"xla_cpu_experimental_ynn_fusion_type": ""}
+  assert cpu_has("no_such_cpu_flag") is False
+  if platform.system() == "Linux" and platform.machine() == "x86_64":
+    assert cpu_has("fpu") is True  # every x86-64 CPU lists it
+  replies, hlo = {}, {}
+  for host_avx512 in (False, True):
+    monkeypatch.setattr(jax_engine, "cpu_has", lambda flag, _v=host_avx512: _v and flag == "avx512f")
+    for name in ("fast", "fast2"):
+      assert decode_compiler_options(KERNELS[name], "cpu") == ({} if host_avx512 else off)
+      assert decode_compiler_options(KERNELS[name], "gpu") == {}
+    assert decode_compiler_options(KERNELS["v1"], "cpu") == {}
+    eng = JaxEngine(model, max_slots=2, max_seq_len=256, seed=0, kernels="fast")
+    make = eng._decode_fn
+
+    def spy(*sig, _make=make, _key=host_avx512):
+      fn = _make(*sig)
+
+      def call(*args):
+        hlo.setdefault(_key, fn.lower(*args).compile().as_text().lower())
+        return fn(*args)
+      return call
+
+    eng._decode_fn = spy
+    replies[host_avx512] = eng.generate(PROMPTS[:2], SamplingParams(temperature=0.0, max_tokens=10))
+  assert "ynn" in hlo[True] and "ynn" not in hlo[False]
+  for g, w in zip(replies[True], replies[False]):
+    assert_same_reply(g, w)
 
 
 def test_unrolled_prefill_writes_the_scanned_prefill_s_cache_bit_for_bit(model, monkeypatch):
