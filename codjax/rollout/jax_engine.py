@@ -102,8 +102,9 @@ class Kernels:
   cpu_decode_options_unless: a CPU feature flag (``/proc/cpuinfo``); on hosts that have it the decode loop
     compiles with XLA's default options instead of ``cpu_decode_options``. With AVX-512 YNNPACK's few-row
     products and attention batches beat XLA's dot emitter (2 vCPUs of an AVX-512 EPYC, 13M-parameter model, ms
-    per decode step at 8 rows: 4.1 against 6.6 over 256 positions, 6.5 against 10.6 over 768; mid round 5.85
-    -> 4.65 s), the reverse of the AVX2 host above. Runs on hosts without the flag are unchanged bit for bit.
+    per decode step at 8 rows: 5.1 against 6.6 over 256 positions, 6.5 against 10.6 over 768; interleaved mid
+    rounds of benchmarks/rollout.py 6.03 -> 5.06 s), the reverse of the AVX2 host above. Runs on hosts without
+    the flag are unchanged bit for bit.
   """
 
   fine_windows: bool
