@@ -4,7 +4,8 @@ Everything runs on 2 CPU cores in 17 minutes on an AVX-512 host (16 min 48 s - 1
 hour on a 2 GHz AVX2 one; README "What the main job shows"): after SFT the solve reward rises with the pack
 position; on the AVX2 host 36 CoD RL steps raise the mean solve reward by +0.079 +- 0.011 (paired over 600 test
 packs, +7.1 s.e.; RL seeds 1 and 2 +8.7 / +7.0 s.e., the other SFT data order +3.6 s.e.); on the AVX-512 host,
-whose kernels give another SFT model, seed 0 gains +6.7 s.e. but RL seeds 1 and 2 +1.3 and -6.9 s.e.
+whose kernels give another SFT model, seed 0 gains +6.7 s.e. but RL seeds 1 and 2 +1.3 and -6.9 s.e. (the other
+SFT data order +7.9 s.e.).
 The environment is FrozenLake-Obscure's ``tiny`` preset (codjax/envs/frozenlake/presets.py: 3-4 side maps with few
 holes, a step budget of shortest path + 1, relative move feedback, compact text), because a randomly
 initialized 1-2M-parameter model cannot learn the paper's train preset on CPU in minutes
