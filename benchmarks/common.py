@@ -143,15 +143,15 @@ def row(workload: str, impl: str, t: Timings, peer: Timings, tokens: int, check:
 def host_line() -> str:
   """CPU model, vector ISA, cores and memory of this machine, and torch's CPU kernel level when torch is
   loaded: the codjax/torch ratios depend on the host (for example AVX2-only vs AVX-512 hosts)."""
-  model, flags = platform.processor() or "?", set()
+  from codjax.rollout.jax_engine import cpu_flags
+
+  model, flags = platform.processor() or "?", cpu_flags()
   try:
     with open("/proc/cpuinfo") as f:
       for line in f:
         key, _, val = line.partition(":")
         if key.strip() == "model name":
           model = val.strip()
-        elif key.strip() == "flags":
-          flags = set(val.split())
           break
   except OSError:
     pass

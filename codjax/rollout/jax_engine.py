@@ -155,16 +155,22 @@ def _length_bucket(end: int, fine: bool = True) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def cpu_has(flag: str) -> bool:
-  """Whether this host's CPU lists ``flag`` (``/proc/cpuinfo``; False where that file does not exist)."""
+def cpu_flags() -> frozenset[str]:
+  """The feature flags of this host's CPU (``/proc/cpuinfo``; empty where that file does not exist)."""
   try:
     with open("/proc/cpuinfo") as f:
       for line in f:
-        if line.startswith("flags"):
-          return flag in line.split(":", 1)[1].split()
+        key, _, val = line.partition(":")
+        if key.strip() == "flags":
+          return frozenset(val.split())
   except OSError:
     pass
-  return False
+  return frozenset()
+
+
+def cpu_has(flag: str) -> bool:
+  """Whether this host's CPU lists ``flag`` (``cpu_flags``)."""
+  return flag in cpu_flags()
 
 
 def decode_compiler_options(kernels: Kernels, backend: str) -> dict[str, str]:

@@ -557,6 +557,23 @@ def test_min_batch_pads_small_calls_to_one_compiled_batch(model, engine):
     JaxEngine(model, max_slots=2, max_seq_len=64, min_batch=3)
 
 
+def record_decode_hlo(eng, into: dict, key) -> None:
+  """Wraps ``eng._decode_fn`` so that the first decode loop it runs stores its compiled HLO text in
+  ``into[key]`` (lowering compiles it once more)."""
+  make = eng._decode_fn
+
+  def spy(*sig):
+    fn = make(*sig)
+
+    def call(*args):
+      if key not in into:
+        into[key] = fn.lower(*args).compile().as_text()
+      return fn(*args)
+    return call
+
+  eng._decode_fn = spy
+
+
 def test_kernel_choices_give_the_same_replies_with_their_own_shapes_and_compiler_options(model, monkeypatch):
   """``kernels="fast"`` (the main job's) against ``"v1"`` (the kernels the README's recorded runs used): the same
   greedy and seeded replies, logprobs within float rounding, on a conversation past 512 positions (where the
@@ -575,18 +592,7 @@ def test_kernel_choices_give_the_same_replies_with_their_own_shapes_and_compiler
   assert {v1._prefill_floor(c) for c in (16, 32, 64, 128, 256, 512)} == {8}
   lowered = {}
   for name, eng in engines.items():
-    make = eng._decode_fn
-
-    def spy(*sig, _make=make, _name=name):
-      fn = _make(*sig)
-
-      def call(*args):
-        if _name not in lowered:  # the first decode loop's HLO only (lowering compiles it once more)
-          lowered[_name] = fn.lower(*args).compile().as_text()
-        return fn(*args)
-      return call
-
-    eng._decode_fn = spy
+    record_decode_hlo(eng, lowered, name)
   long_prompt = [(7 * i) % 500 + 3 for i in range(540)]
   prompts = [long_prompt, PROMPTS[0]]
   for params in (SamplingParams(temperature=0.0, max_tokens=12), sampled((11, 12), max_tokens=12)):
@@ -621,19 +627,9 @@ def test_decode_compiler_options_follow_the_host_cpu(model, monkeypatch):
       assert decode_compiler_options(KERNELS[name], "gpu") == {}
     assert decode_compiler_options(KERNELS["v1"], "cpu") == {}
     eng = JaxEngine(model, max_slots=2, max_seq_len=256, seed=0, kernels="fast")
-    make = eng._decode_fn
-
-    def spy(*sig, _make=make, _key=host_avx512):
-      fn = _make(*sig)
-
-      def call(*args):
-        hlo.setdefault(_key, fn.lower(*args).compile().as_text().lower())
-        return fn(*args)
-      return call
-
-    eng._decode_fn = spy
+    record_decode_hlo(eng, hlo, host_avx512)
     replies[host_avx512] = eng.generate(PROMPTS[:2], SamplingParams(temperature=0.0, max_tokens=10))
-  assert "ynn" in hlo[True] and "ynn" not in hlo[False]
+  assert "ynn" in hlo[True].lower() and "ynn" not in hlo[False].lower()
   for g, w in zip(replies[True], replies[False]):
     assert_same_reply(g, w)
 
