@@ -1,11 +1,12 @@
 """Tiny CPU CoD experiment (the README's main job): tiny Qwen3 -> SFT warm start -> CoD RL -> final eval.
 
-Everything runs on 2 CPU cores in 17 minutes on an AVX-512 host (16 min 48 s - 17 min 14 s, 2026-12-06; over an
-hour on a 2 GHz AVX2 one; README "What the main job shows"): after SFT the solve reward rises with the pack
-position; on the AVX2 host 36 CoD RL steps raise the mean solve reward by +0.079 +- 0.011 (paired over 600 test
-packs, +7.1 s.e.; RL seeds 1 and 2 +8.7 / +7.0 s.e., the other SFT data order +3.6 s.e.); on the AVX-512 host,
-whose kernels give another SFT model, seed 0 gains +6.7 s.e. but RL seeds 1 and 2 +1.3 and -6.9 s.e. (the other
-SFT data order +7.9 s.e.).
+Everything runs on 2 CPU cores in 15-17 minutes on an AVX-512 host (15 min 31 s on an Intel Xeon, 16 min 48 s -
+17 min 14 s on an AMD EPYC, 2026-12-06; over an hour on a 2 GHz AVX2 one; README "What the main job shows"): after
+SFT the solve reward rises with the pack position; on the AVX2 host 36 CoD RL steps raise the mean solve reward by
++0.079 +- 0.011 (paired over 600 test packs, +7.1 s.e.; RL seeds 1 and 2 +8.7 / +7.0 s.e., the other SFT data
+order +3.6 s.e.); on the Intel AVX-512 host by +0.077 +- 0.010 (+7.6 s.e.; RL seeds 1 / 2 / 3 +8.1 / +6.9 / +7.2
+s.e., the other SFT data order +7.0 s.e.); on the AMD AVX-512 host, whose kernels give another SFT model, seed 0
+gains +6.7 s.e. but RL seeds 1 and 2 +1.3 and -6.9 s.e. (the other SFT data order +7.9 s.e.).
 The environment is FrozenLake-Obscure's ``tiny`` preset (codjax/envs/frozenlake/presets.py: 3-4 side maps with few
 holes, a step budget of shortest path + 1, relative move feedback, compact text), because a randomly
 initialized 1-2M-parameter model cannot learn the paper's train preset on CPU in minutes
@@ -77,7 +78,7 @@ def get_config():
   c.sft.expert_random_frac = 0.2  # headroom for RL: a fifth of the expert's moves are random
   # slot scratchpad ``know Up=3 Down=? Left=? Right=4; go Up=3``: each step is a copy (frozenlake/expert.py)
   c.sft.teacher_params = {"frozenlake_obscure": {"know_style": "slots"}}
-  # 36 steps x 32 trajectories (3 min 45 s on the AVX-512 host, 2026-12-06): at 24 steps another SFT data order's
+  # 36 steps x 32 trajectories (3 min 26 s / 3 min 45 s on the Intel / AMD AVX-512 hosts, 2026-12-06): at 24 steps another SFT data order's
   # model gained +2.2 s.e. only (README "What the main job shows")
   c.total_steps = 36
   # 600 test packs: the paired standard error of the RL effect is ~0.010 (0.017 with 200); once compiled an
