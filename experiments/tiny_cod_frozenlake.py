@@ -78,8 +78,8 @@ def get_config():
   c.sft.expert_random_frac = 0.2  # headroom for RL: a fifth of the expert's moves are random
   # slot scratchpad ``know Up=3 Down=? Left=? Right=4; go Up=3``: each step is a copy (frozenlake/expert.py)
   c.sft.teacher_params = {"frozenlake_obscure": {"know_style": "slots"}}
-  # 36 steps x 32 trajectories (3 min 26 s / 3 min 45 s on the Intel / AMD AVX-512 hosts, 2026-12-06): at 24 steps another SFT data order's
-  # model gained +2.2 s.e. only (README "What the main job shows")
+  # 36 steps x 32 trajectories (3 min 26 s / 3 min 45 s on the Intel / AMD AVX-512 hosts, 2026-12-06): at 24
+  # steps another SFT data order's model gained +2.2 s.e. only (README "What the main job shows")
   c.total_steps = 36
   # 600 test packs: the paired standard error of the RL effect is ~0.010 (0.017 with 200); once compiled an
   # evaluation of 600 packs takes ~1 min
