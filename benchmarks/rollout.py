@@ -12,7 +12,7 @@ time (median over rounds). Engines:
   copied between cache slots, so its prefill-token column counts computed tokens only);
 * ``jax_v1``: the same engine with the kernels of before 2026-12-05 (``kernels="v1"``: every prefill padded to
   ``min_batch`` rows, power-of-two windows, YNNPACK fusions in the decode loop; ``jax`` runs the default
-  "fast2": "fast" with decode phases down to 2 rows);
+  "fast2": "fast" with decode phases down to 2 rows and packed prefill);
 * ``jax_fast``: the same engine with the "fast" kernels (the main job's; every decode phase at least
   ``min_batch`` rows);
 * ``jax_stream``: the same engine under continuous batching (``EngineBackend(continuous=True)``: episodes

@@ -52,11 +52,20 @@ def profile_round(name: str) -> None:
     calls[kind] += 1
     return out, dt
 
-  prefill_fn, copy_fn, decode_fn = eng._prefill_fn, eng._copy_fn, eng._decode_fn
+  prefill_fn, packed_fn, copy_fn, decode_fn = eng._prefill_fn, eng._prefill_packed_fn, eng._copy_fn, eng._decode_fn
 
   def prefill(params, cache, slots, chunk, start, valid, length):
     out, dt = timed_call("prefill", prefill_fn, params, cache, slots, chunk, start, valid, length=length)
-    prefills.append((chunk.shape[0], chunk.shape[1], length, int(np.asarray(valid).sum()), dt))
+    n = chunk.shape[0] * chunk.shape[1]
+    prefills.append((chunk.shape[0], chunk.shape[1], length, n, int(np.asarray(valid).sum()), dt))
+    return out
+
+  def packed(params, cache, slots, tokens, start, to_bc, to_n, chunk_shape, length):
+    out, dt = timed_call("prefill", packed_fn, params, cache, slots, tokens, start, to_bc, to_n,
+                         chunk_shape=chunk_shape, length=length)
+    to_bc, to_n = np.asarray(to_bc), np.asarray(to_n)
+    real = int((to_n[to_bc] == np.arange(to_bc.size)).sum())  # a slot is real iff its packed token maps back
+    prefills.append((chunk_shape[0], chunk_shape[1], length, tokens.shape[1], real, dt))
     return out
 
   def copy(cache, src, dst, length):
@@ -72,7 +81,7 @@ def profile_round(name: str) -> None:
       return out
     return call
 
-  eng._prefill_fn, eng._copy_fn, eng._decode_fn = prefill, copy, decode
+  eng._prefill_fn, eng._prefill_packed_fn, eng._copy_fn, eng._decode_fn = prefill, packed, copy, decode
   rb.rollout(eng, tok)  # warm-up: compiles
   seconds.clear(), calls.clear(), decodes.clear(), prefills.clear()
   t0 = time.perf_counter()
@@ -84,9 +93,11 @@ def profile_round(name: str) -> None:
   print_table(("part", "seconds", "calls"), [(k, seconds[k], calls[k]) for k in ("prefill", "copy", "decode")]
               + [("other (Python, environments, tokenizer)", wall - sum(seconds.values()), "")])
   print("\ndecode calls by (rows, window):", dict(sorted(decodes.items())))
-  real, slots = sum(p[3] for p in prefills), sum(p[0] * p[1] for p in prefills)
-  print(f"\nprefill: {real} real tokens in {slots} token slots ({1 - real / max(1, slots):.0%} padding)")
-  print_table(("rows", "chunk", "window", "real tokens", "seconds"), prefills)
+  real, run = sum(p[4] for p in prefills), sum(p[3] for p in prefills)
+  slots = sum(p[0] * p[1] for p in prefills)
+  print(f"\nprefill: {real} real tokens in {slots} token slots ({1 - real / max(1, slots):.0%} padding); the "
+        f"products ran {run} token rows (packed prefill: the valid tokens rounded up per call)")
+  print_table(("rows", "chunk", "window", "token rows run", "real tokens", "seconds"), prefills)
 
 
 def profile_rows(name: str) -> None:
@@ -101,7 +112,7 @@ def profile_rows(name: str) -> None:
             jnp.zeros(b, jnp.int32), jnp.float32(1.0), jnp.float32(1.0), jnp.int32(0))
 
     def run():  # the cache is donated: every call continues on the one it returned
-      out = fn(eng._params, eng._cache, *rest)
+      out = fn(eng._weights(), eng._cache, *rest)
       eng._cache = out[0]
       return out
     return run, jax_sync

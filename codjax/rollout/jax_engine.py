@@ -4,20 +4,26 @@ per-session prefix reuse.
 Memory layout: one KV cache (Qwen3: k^T ``[L, slots, K, H, S]``, v ``[L, slots, K, S, H]``: see
 ``codjax.models.qwen3.cached_attention``; the hybrid: the same for its full-attention layers, plus per slot the
 convolution inputs and float32 recurrent state of every Gated DeltaNet layer). The engine reaches the cache
-only through the model (``cache_take`` / ``cache_put`` / ``cache_layers`` / ``cache_stack``), so one engine
-serves both. A slot's recurrent state is always the state after the session's ``cached_len`` tokens (a
-snapshot at the end of the last fed token: finished rows feed nothing, chunk padding never enters it, a
-prefill from position 0 starts from zeros), which is what prefix reuse needs. Slot 0 is scratch (padding rows of a bucketed
-batch write there); every session (an episode) owns one slot while it is alive, and its tokens occupy
-cache positions ``[0, cached_len)`` of that slot. A request whose prompt extends the session's history only
-prefills the new suffix (the next user turn), instead of the whole conversation. With more live sessions
+only through the model (``cache_take`` / ``cache_put`` / ``cache_layers`` / ``cache_stack``, and Qwen3's
+``cache_take_layers`` / ``cache_put_layers`` / ``cache_put_span``, which gather each layer's window directly and
+write back only the positions a call wrote), so one engine serves both. On the CPU backend the per-layer
+weights the prefill and decode kernels take are made once per weight version (``_split_weights``), not sliced
+out of the stacked weights inside every call (a copy there). A slot's recurrent state is always the state
+after the session's ``cached_len`` tokens (a snapshot at the end of the last fed token: finished rows feed
+nothing, chunk padding never enters it, a prefill from position 0 starts from zeros), which is what prefix
+reuse needs. Slot 0 is scratch (padding rows of a bucketed batch write there); every session (an episode)
+owns one slot while it is alive, and its tokens occupy cache positions ``[0, cached_len)`` of that slot. A
+request whose prompt extends the session's history only prefills the new suffix (the next user turn), instead
+of the whole conversation. With more live sessions
 than slots, the least recently used session not in the current call loses its slot (LRU eviction) and is
 re-prefilled when it comes back; ``stats["evictions"]`` counts it.
 
 Each ``generate`` call:
   1. prefill every request's new tokens except the prompt's last one, in chunks of a bucketed length (jitted
      per (batch bucket, chunk bucket, length bucket); a chunk more than a quarter padding is split into the
-     next smaller bucket and a short one); requests prefilled from position 0 share their common prompt
+     next smaller bucket and a short one; under ``Kernels.packed_prefill`` the chunk's valid tokens run
+     packed through the row-wise products and only attention sees the padded chunk); requests prefilled from
+     position 0 share their common prompt
      prefixes (the G repeats of a pack's first turn, a shared system prompt): computed once, then copied
      between cache slots (``stats["shared_tokens"]``);
   2. decode inside one jitted ``lax.while_loop`` (no Python loop over tokens): each iteration feeds every
@@ -99,6 +105,10 @@ class Kernels:
     kernel; each smaller batch compiles once per window (decode step of the 13M-parameter model: ~17 ms at
     8 rows, ~8 ms at 1 on one core). Logprobs move within float rounding (other batch shapes), so
     runs recorded with another choice do not reproduce bit for bit; prefill floors keep ``min_batch``.
+  packed_prefill: on models that allow it (``forward_cached_packed``: Qwen3) and with ``unrolled_prefill``, a
+    prefill chunk's valid tokens run packed through the row-wise products (N tokens, N a multiple of
+    max(16, B C / 8), instead of B C slots); only attention sees the padded [B, C] layout. A chunk of rows of
+    uneven length, or one row under the kernel's row floor, no longer computes its padding.
   cpu_decode_options_unless: a CPU feature flag (``/proc/cpuinfo``); on hosts that have it the decode loop
     compiles with XLA's default options instead of ``cpu_decode_options``. With AVX-512 YNNPACK's few-row
     products and attention batches beat XLA's dot emitter (2 vCPUs of an AVX-512 EPYC, 13M-parameter model, ms
@@ -113,10 +123,12 @@ class Kernels:
   unrolled_prefill: bool = False
   decode_floor: int | None = None
   cpu_decode_options_unless: str | None = None
+  packed_prefill: bool = False
 
 
-# "fast2": the default, "fast" with decode phases down to 2 rows (2026-12-06); "fast": the kernels of the main
-# job's recorded run (experiments/tiny_cod_frozenlake.py selects it); "v1": the kernels of the runs recorded in
+# "fast2": the default, "fast" with decode phases down to 2 rows and packed prefill (2026-12-06; both round
+# differently from "fast"); "fast": the kernels of the main job's recorded run
+# (experiments/tiny_cod_frozenlake.py selects it); "v1": the kernels of the runs recorded in
 # the README and benchmarks/README.md before 2026-12-05 (every prefill padded to min_batch rows, power-of-two
 # windows, YNNPACK in decode); experiments with recorded numbers select theirs (``rollout.jax_kernels``) so
 # they reproduce bit for bit (the unrolled prefill leaves every cache bit as it was); "fast" and "fast2" drop
@@ -127,9 +139,13 @@ _FAST = Kernels(fine_windows=True, prefill_pad_tokens=PREFILL_PAD_TOKENS,
                 cpu_decode_options_unless="avx512f")
 KERNELS = {
     "fast": _FAST,
-    "fast2": dataclasses.replace(_FAST, decode_floor=2),
+    "fast2": dataclasses.replace(_FAST, decode_floor=2, packed_prefill=True),
     "v1": Kernels(fine_windows=False, prefill_pad_tokens=None, cpu_decode_options=()),
 }
+# a prefill chunk or decode call over a window this long or longer writes back only the positions it wrote
+# (Qwen3's ``cache_put_span``) instead of restacking and rewriting the whole window: the same cache bits, ~10 ms
+# less per 8-row call over 768 positions of the 13M-parameter benchmark model, 2 vCPUs (shorter windows: no gain)
+SPAN_WRITE_MIN_WINDOW = 768
 # kernels run at least this many rows (padding rows are free of tokens): fewer kernel signatures to compile (a
 # small batch of a tiny model costs about what 8 rows cost) at the price of padding in 1-4-row calls
 MIN_BATCH_BUCKET = 8
@@ -140,6 +156,13 @@ def _bucket(n: int, buckets: Sequence[int]) -> int:
     if n <= b:
       return b
   return buckets[-1]
+
+
+def _packed_size(total: int, slots: int) -> int:
+  """Packed tokens N a chunk of ``slots`` token slots runs for ``total`` valid ones (``Kernels.packed_prefill``):
+  the next multiple of max(16, slots / 8), at most ``slots`` (at most 8 sizes per chunk shape to compile)."""
+  g = max(16, slots // 8)
+  return min(slots, -(-max(1, total) // g) * g)
 
 
 def _pow2(n: int, lo: int = 1) -> int:
@@ -310,11 +333,15 @@ class JaxEngine:
       dev = jax.devices()[0]
       cache = jax.device_put(cache, dev)
     self._cache = cache
+    self._split_fn = jax.jit(lambda p: nnx.merge(self._graphdef, p).split_layers())
+    self._layers = self._split_weights(self._params)
     self._free = list(range(self.max_slots, 0, -1))
     self._sessions: dict[int, _Session] = {}
     self._key = jax.random.key(seed)
     self._model_cls = type(model)
     self._prefill_fn = jax.jit(self._prefill_impl, donate_argnums=(1,), static_argnames=("length",))
+    self._prefill_packed_fn = jax.jit(self._prefill_packed_impl, donate_argnums=(1,),
+                                      static_argnames=("chunk_shape", "length"))
     self._copy_fn = jax.jit(self._copy_impl, donate_argnums=(0,), static_argnames=("length",))
     self._decode_fns: dict[tuple, object] = {}
     self._clock = 0
@@ -328,6 +355,18 @@ class JaxEngine:
     self._next_rid = 0
 
   # -- jitted kernels ------------------------------------------------------------------------------------
+  def _split_weights(self, params):
+    """The model's per-layer weights (``split_layers``) as arrays of their own, made once per weight version
+    on the CPU backend (None elsewhere). Inside a kernel the slices of the stacked weights are copies on XLA
+    CPU: every prefill and decode call rewrote all layer weights first (13M-parameter benchmark model, 2 vCPUs:
+    ~15 ms of a 1-row 16-token prefill's ~20 ms; benchmarks/README.md "Per-layer weights made once"). The
+    price is a second copy of the layer weights in memory; the values, and so every sample, are the same."""
+    return self._split_fn(params) if jax.default_backend() == "cpu" else None
+
+  def _weights(self):
+    """The first argument of the prefill and decode kernels: (parameters, per-layer weights or None)."""
+    return self._params, self._layers
+
   def _batch_bucket(self, rows: int, lo: int | None = None) -> int:
     """Rows a kernel runs for ``rows`` requests: the power of two >= rows, at least ``lo`` (``min_batch``)."""
     return _pow2(rows, lo=self.min_batch if lo is None else lo)
@@ -351,18 +390,57 @@ class JaxEngine:
     """Cache positions a call works on: the bucket of its furthest written position ``end`` (exclusive)."""
     return min(self.max_seq_len, _length_bucket(end, self._kernels.fine_windows))
 
-  def _prefill_impl(self, params, cache, slots_b, tokens_bc, start_b, valid_b, *, length: int):
+  def _prefill_impl(self, weights, cache, slots_b, tokens_bc, start_b, valid_b, *, length: int):
     """Writes one chunk for the rows ``slots_b`` on cache positions [0, length) (row b's first ``valid_b[b]``
     tokens are real: a recurrent state never sees the rest). No logits: the decode kernel feeds every row's
-    last prompt token itself."""
+    last prompt token itself. ``weights``: ``_weights()``."""
+    params, split = weights
     model = nnx.merge(self._graphdef, params)
-    sub = model.cache_take(cache, slots_b, length)
     if self._kernels.unrolled_prefill and getattr(self._model_cls, "UNROLLED_PREFILL", False):
-      layers = model.cache_layers(sub)
-      _, layers = model.forward_cached_unrolled(tokens_bc, start_b, model.split_layers(), layers, valid_b)
-      return model.cache_put(cache, model.cache_stack(layers, sub), slots_b, length)
+      layers, window = self._take_layers(model, cache, slots_b, length)
+      split = model.split_layers() if split is None else split
+      _, layers = model.forward_cached_unrolled(tokens_bc, start_b, split, layers, valid_b)
+      return self._write_back(model, cache, layers, window, slots_b, start_b, tokens_bc.shape[1], length)
+    sub = model.cache_take(cache, slots_b, length)
     _, sub = model.forward_cached(tokens_bc, start_b, sub, valid_b)
     return model.cache_put(cache, sub, slots_b, length)
+
+  def _prefill_packed_impl(self, weights, cache, slots_b, tokens_1n, start_b, to_bc, to_n, *,
+                           chunk_shape: tuple[int, int], length: int):
+    """``_prefill_impl`` of a [B, C] chunk given packed (``Kernels.packed_prefill``; ``to_bc`` / ``to_n``:
+    ``qwen3._layer_packed``)."""
+    params, split = weights
+    model = nnx.merge(self._graphdef, params)
+    layers, window = self._take_layers(model, cache, slots_b, length)
+    split = model.split_layers() if split is None else split
+    _, layers = model.forward_cached_packed(tokens_1n, start_b, to_bc, to_n, chunk_shape, split, layers)
+    return self._write_back(model, cache, layers, window, slots_b, start_b, chunk_shape[1], length)
+
+  def _packs_prefill(self) -> bool:
+    k = self._kernels
+    return k.packed_prefill and k.unrolled_prefill and hasattr(self._model_cls, "forward_cached_packed")
+
+  @staticmethod
+  def _take_layers(model, cache, slots_b, length: int):
+    """A kernel's per-layer window caches (``cache_layers`` form) and, for models without
+    ``cache_take_layers``, the stacked window they were cut from (else None)."""
+    if hasattr(model, "cache_take_layers"):
+      return model.cache_take_layers(cache, slots_b, length), None
+    window = model.cache_take(cache, slots_b, length)
+    return model.cache_layers(window), window
+
+  @staticmethod
+  def _write_back(model, cache, layers, window, slots_b, start_b, n: int, length: int):
+    """Writes a kernel's per-layer window caches back into the engine's cache: on windows of at least
+    ``SPAN_WRITE_MIN_WINDOW`` positions only the ``n`` positions from ``start_b`` it wrote (the model's
+    ``cache_put_span``, where it has one and n is at most a quarter of the window), else the whole window.
+    Both leave the same cache bits."""
+    put_span = getattr(model, "cache_put_span", None)
+    if put_span is not None and length >= SPAN_WRITE_MIN_WINDOW and 4 * n <= length:
+      return put_span(cache, layers, slots_b, start_b, n)
+    if window is None:
+      return model.cache_put_layers(cache, layers, slots_b, length)
+    return model.cache_put(cache, model.cache_stack(layers, window), slots_b, length)
 
   def _copy_impl(self, cache, src_b, dst_b, *, length: int):
     """Copies cache positions [0, length) (and, for hybrid models, the recurrent state) of the slots ``src_b``
@@ -370,7 +448,7 @@ class JaxEngine:
     cls = self._model_cls
     return cls.cache_put(cache, cls.cache_take(cache, src_b, length), dst_b, length)
 
-  def _decode_impl(self, params, cache, slots_b, tok_b, pos_b, budget_b, stop_ids, key_data_b, offset_b,
+  def _decode_impl(self, weights, cache, slots_b, tok_b, pos_b, budget_b, stop_ids, key_data_b, offset_b,
                    temperature, top_p, min_active, *, max_new: int, top_k: int, greedy: bool, length: int):
     """Feed-then-sample decode on cache positions [0, length): iteration i feeds row b's pending token at
     position ``pos_b[b] + i`` and draws token ``offset_b[b] + i`` of its reply with ``fold_in(key_b,
@@ -378,13 +456,14 @@ class JaxEngine:
     padding row, never runs). The loop exits once at most ``min_active`` rows are still going; returns the
     cache, tokens [B, max_new], logprobs and per-row counts. A row's pending token is its prompt's last token
     (a new reply) or the last token it sampled (a reply continued from an earlier phase or poll), so a phase
-    or poll that continues a row needs no separate one-token prefill."""
+    or poll that continues a row needs no separate one-token prefill. ``weights``: ``_weights()``."""
+    params, layers = weights
     model = nnx.merge(self._graphdef, params)
-    # per-layer weights and caches, split once outside the token loop (no per-token copies)
-    layers = model.split_layers()
+    # per-layer weights (made once per weight version on CPU, else split here, once outside the token loop: no
+    # per-token copies) and caches
+    layers = model.split_layers() if layers is None else layers
     head = model.decode_head()
-    window = model.cache_take(cache, slots_b, length)
-    sub = model.cache_layers(window)
+    sub, window = self._take_layers(model, cache, slots_b, length)
     keys_b = jax.random.wrap_key_data(key_data_b)
     b = slots_b.shape[0]
 
@@ -412,7 +491,7 @@ class JaxEngine:
     state = (jnp.int32(0), sub, tok_b, jnp.zeros((b, max_new), jnp.int32), jnp.zeros((b, max_new), jnp.float32),
              budget_b <= 0, jnp.zeros((b,), jnp.int32))
     _, sub, _, out_t, out_lp, _, n = jax.lax.while_loop(cond, body, state)
-    cache = model.cache_put(cache, model.cache_stack(sub, window), slots_b, length)
+    cache = self._write_back(model, cache, sub, window, slots_b, pos_b, max_new, length)
     return cache, out_t, out_lp, n
 
   # -- sessions ------------------------------------------------------------------------------------------
@@ -577,7 +656,7 @@ class JaxEngine:
     stop = np.pad(stop, (0, _pow2(len(stop)) - len(stop)), constant_values=-1)
     fn = self._decode_fn(bb, max_new, params.top_k, params.greedy, int(stop.shape[0]), length)
     self._cache, toks, lps, counts = fn(
-        self._params, self._cache, jnp.asarray(i32(slots)), jnp.asarray(i32(tok)), jnp.asarray(pos_b),
+        self._weights(), self._cache, jnp.asarray(i32(slots)), jnp.asarray(i32(tok)), jnp.asarray(pos_b),
         jnp.asarray(left_b), jnp.asarray(stop), jnp.asarray(keys), jnp.asarray(i32(offset)),
         jnp.float32(params.temperature), jnp.float32(params.top_p), jnp.int32(min_active))
     return np.asarray(toks)[:m], np.asarray(lps)[:m], np.asarray(counts)[:m]
@@ -677,7 +756,21 @@ class JaxEngine:
           cstart[r] = starts[i] + done_tokens
           slots_a[r] = slots[i]
         length = self._length_bucket(int(cstart.max()) + c)
-        self._cache = self._prefill_fn(self._params, self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
+        if self._packs_prefill():
+          src = np.flatnonzero((np.arange(c)[None, :] < valid[:, None]).reshape(-1))  # each token's slot
+          n = _packed_size(len(src), ba * c)
+          to_n = np.zeros((n,), np.int32)
+          to_n[:len(src)] = src
+          to_bc = np.zeros((ba * c,), np.int32)  # pad slots take packed token 0
+          to_bc[src] = np.arange(len(src), dtype=np.int32)
+          tokens = np.zeros((1, n), np.int32)
+          tokens[0, :len(src)] = chunk.reshape(-1)[src]
+          self._cache = self._prefill_packed_fn(
+              self._weights(), self._cache, jnp.asarray(slots_a), jnp.asarray(tokens), jnp.asarray(cstart),
+              jnp.asarray(to_bc), jnp.asarray(to_n), chunk_shape=(ba, c), length=length)
+          done_tokens += c
+          continue
+        self._cache = self._prefill_fn(self._weights(), self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
                                        jnp.asarray(cstart), jnp.asarray(valid), length=length)
         done_tokens += c
 
@@ -801,6 +894,7 @@ class JaxEngine:
 
       params = jax.device_put(params, state_shardings(params, self.mesh, PARAM_LOGICAL_AXES))
     self._params = params
+    self._layers = self._split_weights(params)
     for s in self._sessions.values():
       s.cached_len = 0
 

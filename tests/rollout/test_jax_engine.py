@@ -112,15 +112,21 @@ def test_per_sequence_stopping(model, engine):
     np.testing.assert_allclose(c.logprobs, f.logprobs[:k], atol=1e-5)
 
 
-def test_new_prompt_lengths_reuse_compiled_buckets(model):
-  eng = JaxEngine(model, max_slots=4, max_seq_len=256)
+@pytest.mark.parametrize("kernels", ["fast", "fast2"])
+def test_new_prompt_lengths_reuse_compiled_buckets(model, kernels):
+  """Prompts of new lengths in the same buckets compile nothing. Under "fast2" (packed prefill) a prefill
+  program is also specialised to its packed size (a multiple of 16 tokens for these 8 x 16 chunks): a warm-up
+  whose two rows hold 10 and 23 prompt tokens compiles both sizes, then every composition below reuses them."""
+  eng = JaxEngine(model, max_slots=4, max_seq_len=256, kernels=kernels)
   g = SamplingParams(temperature=1.0, max_tokens=5, seed=0)
-  eng.generate([[1] * 9, [2] * 3], g)
-  n_prefill = eng._prefill_fn._cache_size()
+  warm = compilations(lambda: (eng.generate([[1] * 9, [2] * 3], g), eng.generate([[1] * 16, [2] * 9], g)))
+  assert warm
+  prefill = eng._prefill_packed_fn if kernels == "fast2" else eng._prefill_fn
+  assert prefill._cache_size() == (2 if kernels == "fast2" else 1)
   n_decode = len(eng._decode_fns)
-  for n in (4, 11, 16, 13):
-    eng.generate([[3] * n, [4] * (n // 2 + 1)], g)
-  assert eng._prefill_fn._cache_size() == n_prefill
+  again = compilations(lambda: [eng.generate([[3] * n, [4] * (n // 2 + 1)], g) for n in (4, 11, 16, 13)])
+  assert not again, f"{len(again)} XLA compilations after warm-up"
+  assert prefill._cache_size() == (2 if kernels == "fast2" else 1)
   assert len(eng._decode_fns) == n_decode
 
 
@@ -699,3 +705,41 @@ def test_decode_phases_shrink_below_min_batch_under_fast2(model):
   again = compilations(lambda: fast2.generate(padded, params))
   assert not again, f"{len(again)} XLA compilations after warm-up"
   assert [fast2._prefill_floor(c) for c in (16, 64, 512)] == [engines["fast"]._prefill_floor(c) for c in (16, 64, 512)]
+
+
+def test_packed_prefill_matches_padded_prefill(model, monkeypatch):
+  """``Kernels.packed_prefill`` ("fast2"): prompts of very uneven lengths (one row padded to the chunk's row
+  floor, rows from 3 to 300 tokens in shared chunks), a second turn from cached sessions and a batch with a
+  duplicated prompt give the replies the padded prefill gives (tokens exactly, logprobs within float
+  rounding: other product shapes); the packed program really runs fewer token rows than the padded one."""
+  import dataclasses
+
+  from codjax.rollout import jax_engine
+
+  assert jax_engine.KERNELS["fast2"].packed_prefill and not jax_engine.KERNELS["fast"].packed_prefill
+  monkeypatch.setitem(jax_engine.KERNELS, "fast2_padded",
+                      dataclasses.replace(jax_engine.KERNELS["fast2"], packed_prefill=False))
+  engines = {k: JaxEngine(model, max_slots=8, max_seq_len=1024, seed=0, kernels=k)
+             for k in ("fast2", "fast2_padded")}
+  shapes = []
+  fn = engines["fast2"]._prefill_packed_fn
+
+  def spy(weights, cache, slots, tokens, *rest, **kw):
+    shapes.append((tokens.shape[1], kw["chunk_shape"]))
+    return fn(weights, cache, slots, tokens, *rest, **kw)
+
+  engines["fast2"]._prefill_packed_fn = spy
+  lengths = (3, 300, 41, 170, 9, 260)
+  turn1 = [[(13 * i + 7 * j) % 450 + 5 for i in range(n)] for j, n in enumerate(lengths)]
+  got = {}
+  for name, eng in engines.items():
+    first = eng.generate(turn1, sampled(tuple(range(10, 16)), max_tokens=12), session_ids=list(range(6)))
+    turn2 = [p + c.token_ids + [21, 22, 23, 24][: 1 + j % 4] for j, (p, c) in enumerate(zip(turn1, first))]
+    second = eng.generate(turn2, sampled(tuple(range(20, 26)), max_tokens=12), session_ids=list(range(6)))
+    lone = eng.generate([turn1[1], turn1[1], PROMPTS[2]], SamplingParams(temperature=0.0, max_tokens=12))
+    got[name] = first + second + lone
+  assert_nontrivial(PROMPTS[2:], got["fast2"][-1:])
+  for g, w in zip(got["fast2"], got["fast2_padded"]):
+    assert_same_reply(g, w)
+  assert shapes and all(n <= b * c for n, (b, c) in shapes)
+  assert sum(n for n, _ in shapes) < sum(b * c for _, (b, c) in shapes) / 2, shapes
