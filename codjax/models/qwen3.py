@@ -266,14 +266,14 @@ def attention_core(q_btnh, k_btkh, v_btkh, mask_b1ts, spec: AttnSpec, dt, cache_
 
 
 def _attention(cfg: Qwen3Config, p: dict[str, Any], h_btd, sin, cos, mask_b1ts, spec: AttnSpec,
-               cache_kv=None, start_b=None):
+               cache_kv=None, start_b=None, core=attention_core):
   dt = cfg.jnp_dtype
   q = _proj(h_btd, p["q_ldnh"].astype(dt))  # 'BTD,DNH->BTNH'
   k = _proj(h_btd, p["k_ldkh"].astype(dt))  # 'BTD,DKH->BTKH'
   v = _proj(h_btd, p["v_ldkh"].astype(dt))
   q = apply_rope(rms_norm(q, p["q_norm_lh"], cfg.rms_norm_eps), sin, cos)
   k = apply_rope(rms_norm(k, p["k_norm_lh"], cfg.rms_norm_eps), sin, cos)
-  o, new_cache = attention_core(q, k, v, mask_b1ts, spec, dt, cache_kv, start_b)
+  o, new_cache = core(q, k, v, mask_b1ts, spec, dt, cache_kv, start_b)
   b, t, n, h = o.shape
   w_o = p["o_lnhd"].astype(dt)
   d = w_o.shape[-1]
@@ -289,38 +289,31 @@ def _mlp(cfg: Qwen3Config, p: dict[str, Any], h_btd):
 
 
 
-def _layer(cfg: Qwen3Config, p, x_btd, sin, cos, mask, spec: AttnSpec, cache_kv=None, start_b=None):
+def _layer(cfg: Qwen3Config, p, x_btd, sin, cos, mask, spec: AttnSpec, cache_kv=None, start_b=None,
+           core=attention_core):
+  """One decoder layer; ``core``: the attention of already normed and rotated q, k, v (``attention_core``, or
+  ``_packed_core`` for a prefill chunk given as its packed tokens)."""
   a, new_cache = _attention(cfg, p, rms_norm(x_btd, p["attn_norm_ld"], cfg.rms_norm_eps), sin, cos, mask,
-                            spec, cache_kv, start_b)
+                            spec, cache_kv, start_b, core)
   x_btd = x_btd + a
   x_btd = x_btd + _mlp(cfg, p, rms_norm(x_btd, p["mlp_norm_ld"], cfg.rms_norm_eps))
   return x_btd, new_cache
 
 
-def _layer_packed(cfg: Qwen3Config, p, x_1nd, sin, cos, mask, spec: AttnSpec, cache_kv, start_b, to_bc, to_n,
-                  chunk_shape: tuple[int, int]):
-  """``_layer`` on a prefill chunk whose tokens are packed: the row-wise work (norms, RoPE, the q/k/v/o and MLP
-  products: nearly all of a chunk's FLOPs) runs on the N packed tokens [1, N, D], and only attention, which
-  needs each row's cache, on the padded [B, C] layout. ``to_bc`` [B C]: the packed token each padded slot takes
-  (a pad slot takes any token: it is written past its row's valid length, as a pad token is); ``to_n`` [N]: the
-  padded slot each packed token comes back from. Each token's products are the same rows of the same matrix
-  products, so its outputs equal ``_layer``'s."""
-  dt = cfg.jnp_dtype
+def _packed_core(to_bc, to_n, chunk_shape: tuple[int, int]):
+  """An ``attention_core`` for a prefill chunk given as its N packed tokens ([1, N, ...] q, k, v): the row-wise
+  work of ``_layer`` (norms, RoPE, the q/k/v/o and MLP products: nearly all of a chunk's FLOPs) then runs on the
+  N tokens, and only attention, which needs each row's cache, on the padded [B, C] layout. ``to_bc`` [B C]: the
+  packed token each padded slot takes (a pad slot takes any token: it is written past its row's valid length,
+  as a pad token is); ``to_n`` [N]: the padded slot each packed token comes back from."""
   b, c = chunk_shape
-  h = rms_norm(x_1nd, p["attn_norm_ld"], cfg.rms_norm_eps)
-  q = _proj(h, p["q_ldnh"].astype(dt))
-  k = _proj(h, p["k_ldkh"].astype(dt))
-  v = _proj(h, p["v_ldkh"].astype(dt))
-  q = apply_rope(rms_norm(q, p["q_norm_lh"], cfg.rms_norm_eps), sin, cos)
-  k = apply_rope(rms_norm(k, p["k_norm_lh"], cfg.rms_norm_eps), sin, cos)
-  unpack = lambda t_1n__: t_1n__[0][to_bc].reshape((b, c) + t_1n__.shape[2:])
-  o, new_cache = attention_core(unpack(q), unpack(k), unpack(v), mask, spec, dt, cache_kv, start_b)
-  w_o = p["o_lnhd"].astype(dt)
-  d = w_o.shape[-1]
-  o_nm = o.reshape(b * c, -1)[to_n]
-  x_1nd = x_1nd + matmul(o_nm, w_o.reshape(-1, d))[None]
-  x_1nd = x_1nd + _mlp(cfg, p, rms_norm(x_1nd, p["mlp_norm_ld"], cfg.rms_norm_eps))
-  return x_1nd, new_cache
+
+  def core(q_1nnh, k_1nkh, v_1nkh, mask_b1ts, spec, dt, cache_kv, start_b):
+    unpack = lambda t: t[0][to_bc].reshape((b, c) + t.shape[2:])
+    o, new_cache = attention_core(unpack(q_1nnh), unpack(k_1nkh), unpack(v_1nkh), mask_b1ts, spec, dt, cache_kv,
+                                  start_b)
+    return o.reshape((b * c,) + o.shape[2:])[to_n][None], new_cache
+  return core
 
 
 def _remat(cfg: Qwen3Config, fn):
@@ -500,12 +493,11 @@ class Qwen3(TokenEmbeddings, nnx.Module):
   @staticmethod
   def cache_put_layers(cache, layers: list, slots_b, length: int):
     """Writes per-layer windows (``cache_take_layers`` form) back: ``cache_put(cache_stack(layers))``."""
-    ck, cv = cache
-    nl, kv_heads, h = ck.shape[0], ck.shape[2], ck.shape[3]
+    nl, _, kv_heads, h, _ = cache[0].shape
     b = slots_b.shape[0]
-    sk = jnp.stack([k for k, _ in layers]).reshape(nl, b, kv_heads, h, length)
-    sv = jnp.stack([v for _, v in layers]).reshape(nl, b, kv_heads, length, h)
-    return ck.at[:, slots_b, :, :, :length].set(sk), cv.at[:, slots_b, :, :length].set(sv)
+    like = (jax.ShapeDtypeStruct((nl, b, kv_heads, h, length), cache[0].dtype),
+            jax.ShapeDtypeStruct((nl, b, kv_heads, length, h), cache[1].dtype))
+    return Qwen3.cache_put(cache, Qwen3.cache_stack(layers, like), slots_b, length)
 
   @staticmethod
   def cache_put_span(cache, layers: list, slots_b, start_b, n: int):
@@ -566,7 +558,7 @@ class Qwen3(TokenEmbeddings, nnx.Module):
 
   def forward_cached_packed(self, tokens_1n, start_b, to_bc, to_n, chunk_shape: tuple[int, int], layers, caches):
     """``forward_cached_unrolled`` of a [B, C] chunk given as its N packed tokens ``tokens_1n`` [1, N] (``to_bc``
-    / ``to_n``: ``_layer_packed``): the products run on N rows instead of B C, so a chunk's padding (rows of
+    / ``to_n``: ``_packed_core``): the products run on N rows instead of B C, so a chunk's padding (rows of
     uneven length, a single row padded to the kernel's floor) costs only its attention. Returns (hidden
     [1, N, D], per-layer caches); the caches equal ``forward_cached_unrolled``'s on every valid position."""
     cfg = self.cfg
@@ -574,10 +566,11 @@ class Qwen3(TokenEmbeddings, nnx.Module):
     sin, cos, mask, spec = self._chunk_inputs(c, start_b, caches[0][0].shape[-1])
     # each packed token's RoPE tables are its padded slot's
     sin_1n, cos_1n = (t.reshape(b * c, -1)[to_n][None] for t in (sin, cos))
+    core = _packed_core(to_bc, to_n, chunk_shape)
     x = self.embed(tokens_1n)
     new = []
     for p, kv in zip(layers, caches):
-      x, kv = _layer_packed(cfg, p, x, sin_1n, cos_1n, mask, spec, kv, start_b, to_bc, to_n, chunk_shape)
+      x, kv = _layer(cfg, p, x, sin_1n, cos_1n, mask, spec, kv, start_b, core)
       new.append(kv)
     return rms_norm(x, self.final_norm_d[...], cfg.rms_norm_eps), new
 

@@ -165,6 +165,22 @@ def _packed_size(total: int, slots: int) -> int:
   return min(slots, -(-max(1, total) // g) * g)
 
 
+def _pack_chunk(chunk_bc: np.ndarray, valid_b: np.ndarray):
+  """A [B, C] chunk's valid tokens packed (``Kernels.packed_prefill``): tokens [1, N] (N: ``_packed_size``),
+  ``to_bc`` [B C] (the packed token of each slot; pad slots take token 0) and ``to_n`` [N] (the slot of each
+  packed token; the tail past the valid ones points at slot 0)."""
+  b, c = chunk_bc.shape
+  src = np.flatnonzero((np.arange(c)[None, :] < valid_b[:, None]).reshape(-1))
+  n = _packed_size(len(src), b * c)
+  to_n = np.zeros((n,), np.int32)
+  to_n[:len(src)] = src
+  to_bc = np.zeros((b * c,), np.int32)
+  to_bc[src] = np.arange(len(src), dtype=np.int32)
+  tokens = np.zeros((1, n), np.int32)
+  tokens[0, :len(src)] = chunk_bc.reshape(-1)[src]
+  return tokens, to_bc, to_n
+
+
 def _pow2(n: int, lo: int = 1) -> int:
   return max(lo, 1 << max(0, math.ceil(math.log2(max(1, n)))))
 
@@ -339,6 +355,9 @@ class JaxEngine:
     self._sessions: dict[int, _Session] = {}
     self._key = jax.random.key(seed)
     self._model_cls = type(model)
+    k = self._kernels
+    self._packed_prefill = k.packed_prefill and k.unrolled_prefill and hasattr(self._model_cls,
+                                                                              "forward_cached_packed")
     self._prefill_fn = jax.jit(self._prefill_impl, donate_argnums=(1,), static_argnames=("length",))
     self._prefill_packed_fn = jax.jit(self._prefill_packed_impl, donate_argnums=(1,),
                                       static_argnames=("chunk_shape", "length"))
@@ -394,13 +413,11 @@ class JaxEngine:
     """Writes one chunk for the rows ``slots_b`` on cache positions [0, length) (row b's first ``valid_b[b]``
     tokens are real: a recurrent state never sees the rest). No logits: the decode kernel feeds every row's
     last prompt token itself. ``weights``: ``_weights()``."""
-    params, split = weights
-    model = nnx.merge(self._graphdef, params)
     if self._kernels.unrolled_prefill and getattr(self._model_cls, "UNROLLED_PREFILL", False):
-      layers, window = self._take_layers(model, cache, slots_b, length)
-      split = model.split_layers() if split is None else split
-      _, layers = model.forward_cached_unrolled(tokens_bc, start_b, split, layers, valid_b)
-      return self._write_back(model, cache, layers, window, slots_b, start_b, tokens_bc.shape[1], length)
+      return self._unrolled_chunk(weights, cache, slots_b, start_b, tokens_bc.shape[1], length,
+                                  lambda m, split, layers: m.forward_cached_unrolled(tokens_bc, start_b, split,
+                                                                                     layers, valid_b))
+    model = nnx.merge(self._graphdef, weights[0])
     sub = model.cache_take(cache, slots_b, length)
     _, sub = model.forward_cached(tokens_bc, start_b, sub, valid_b)
     return model.cache_put(cache, sub, slots_b, length)
@@ -408,17 +425,19 @@ class JaxEngine:
   def _prefill_packed_impl(self, weights, cache, slots_b, tokens_1n, start_b, to_bc, to_n, *,
                            chunk_shape: tuple[int, int], length: int):
     """``_prefill_impl`` of a [B, C] chunk given packed (``Kernels.packed_prefill``; ``to_bc`` / ``to_n``:
-    ``qwen3._layer_packed``)."""
+    ``qwen3._packed_core``)."""
+    return self._unrolled_chunk(weights, cache, slots_b, start_b, chunk_shape[1], length,
+                                lambda m, split, layers: m.forward_cached_packed(tokens_1n, start_b, to_bc, to_n,
+                                                                                 chunk_shape, split, layers))
+
+  def _unrolled_chunk(self, weights, cache, slots_b, start_b, c: int, length: int, forward):
+    """A prefill chunk of ``c`` tokens per row through per-layer weights and window caches:
+    ``forward(model, split weights, layer caches) -> (hidden, layer caches)``, then written back."""
     params, split = weights
     model = nnx.merge(self._graphdef, params)
     layers, window = self._take_layers(model, cache, slots_b, length)
-    split = model.split_layers() if split is None else split
-    _, layers = model.forward_cached_packed(tokens_1n, start_b, to_bc, to_n, chunk_shape, split, layers)
-    return self._write_back(model, cache, layers, window, slots_b, start_b, chunk_shape[1], length)
-
-  def _packs_prefill(self) -> bool:
-    k = self._kernels
-    return k.packed_prefill and k.unrolled_prefill and hasattr(self._model_cls, "forward_cached_packed")
+    _, layers = forward(model, model.split_layers() if split is None else split, layers)
+    return self._write_back(model, cache, layers, window, slots_b, start_b, c, length)
 
   @staticmethod
   def _take_layers(model, cache, slots_b, length: int):
@@ -756,22 +775,14 @@ class JaxEngine:
           cstart[r] = starts[i] + done_tokens
           slots_a[r] = slots[i]
         length = self._length_bucket(int(cstart.max()) + c)
-        if self._packs_prefill():
-          src = np.flatnonzero((np.arange(c)[None, :] < valid[:, None]).reshape(-1))  # each token's slot
-          n = _packed_size(len(src), ba * c)
-          to_n = np.zeros((n,), np.int32)
-          to_n[:len(src)] = src
-          to_bc = np.zeros((ba * c,), np.int32)  # pad slots take packed token 0
-          to_bc[src] = np.arange(len(src), dtype=np.int32)
-          tokens = np.zeros((1, n), np.int32)
-          tokens[0, :len(src)] = chunk.reshape(-1)[src]
+        if self._packed_prefill:
+          tokens, to_bc, to_n = _pack_chunk(chunk, valid)
           self._cache = self._prefill_packed_fn(
               self._weights(), self._cache, jnp.asarray(slots_a), jnp.asarray(tokens), jnp.asarray(cstart),
               jnp.asarray(to_bc), jnp.asarray(to_n), chunk_shape=(ba, c), length=length)
-          done_tokens += c
-          continue
-        self._cache = self._prefill_fn(self._weights(), self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
-                                       jnp.asarray(cstart), jnp.asarray(valid), length=length)
+        else:
+          self._cache = self._prefill_fn(self._weights(), self._cache, jnp.asarray(slots_a), jnp.asarray(chunk),
+                                         jnp.asarray(cstart), jnp.asarray(valid), length=length)
         done_tokens += c
 
   # -- continuous batching ------------------------------------------------------------------------------
