@@ -12,7 +12,7 @@ time (median over rounds). Engines:
   copied between cache slots, so its prefill-token column counts computed tokens only);
 * ``jax_v1``: the same engine with the kernels of before 2026-12-05 (``kernels="v1"``: every prefill padded to
   ``min_batch`` rows, power-of-two windows, YNNPACK fusions in the decode loop; ``jax`` runs the default
-  "fast2": "fast" with decode phases down to 2 rows and packed prefill);
+  "fast2": "fast" with decode phases down to 2 rows, packed prefill and 64-position decode windows);
 * ``jax_fast``: the same engine with the "fast" kernels (the main job's; every decode phase at least
   ``min_batch`` rows);
 * ``jax_stream``: the same engine under continuous batching (``EngineBackend(continuous=True)``: episodes
@@ -33,8 +33,9 @@ checkpoint directory.
 
 Rules (benchmarks/common.py): the same cores for every engine and their rounds interleaved (the in-process
 engines and the vLLM child, which runs one round per request and times it itself, so a drift of the host's
-speed during the run touches every engine alike), warmup rounds untimed (compilation), medians; the
-check column is the fraction of greedy tokens equal to the JAX engine's on the first turn's prompts.
+speed during the run touches every engine alike), warmup rounds untimed (compilation), medians, every
+engine's process under the launch scripts' malloc policy (``--host_allocator``, as ``launch/train.py`` runs
+the sampler); the check column is the fraction of greedy tokens equal to the JAX engine's on the first turn's prompts.
 
   python benchmarks/rollout.py                        # tiny and mid configs, all engines
   python benchmarks/rollout.py --configs=tiny --engines=jax,jax_reprefill,hf --rounds=2
@@ -53,6 +54,7 @@ from absl import app
 from absl import flags
 
 from common import Timings, interleaved, pin_threads, print_table, set_torch_threads, timed
+from codjax.train import host_allocator
 
 CONFIGS = {
     # the tiny preset (codjax/models/config.py), ~0.5M parameters
@@ -75,6 +77,7 @@ _WARMUP = flags.DEFINE_integer("warmup", 1, "untimed rounds per engine (compilat
 _THREADS = flags.DEFINE_integer("threads", None, "cores (default: all available)")
 _CKPT_DIR = flags.DEFINE_string("ckpt_dir", "", "where the benchmark checkpoints are written/reused "
                                 "(default: a temporary directory)")
+_HOST_ALLOCATOR = host_allocator.define_flag()  # applied to this process and the vLLM child alike
 _CHILD = flags.DEFINE_string("child", "", "internal: run the vLLM side for this checkpoint, print JSON")
 _KEEP_CACHE = flags.DEFINE_bool("vllm_keep_prefix_cache", False,
                                 "keep vLLM's prefix cache across rounds (default: reset before every round, as "
@@ -364,7 +367,7 @@ class VllmChild:
   def __init__(self, path: str):
     cmd = [sys.executable, os.path.abspath(__file__), f"--child={path}", f"--packs={_PACKS.value}",
            f"--repeats={_REPEATS.value}", f"--pack_size={_PACK_SIZE.value}", f"--max_tokens={_MAX_TOKENS.value}",
-           f"--vllm_keep_prefix_cache={_KEEP_CACHE.value}"]
+           f"--vllm_keep_prefix_cache={_KEEP_CACHE.value}", f"--host_allocator={_HOST_ALLOCATOR.value}"]
     if _THREADS.value:
       cmd.append(f"--threads={_THREADS.value}")
     self._err = tempfile.TemporaryFile(mode="w+")
@@ -473,6 +476,8 @@ HEADER = ("config", "engine", "wall s", "CPU s", "gen tokens", "prefill tokens",
 def main(argv):
   del argv
   threads = pin_threads(_THREADS.value)
+  # the launch scripts' malloc policy (launch/train.py runs the sampler under it), before JAX or vLLM start
+  alloc = host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)
   if _CHILD.value:
     vllm_child(_CHILD.value)
     return
@@ -482,7 +487,8 @@ def main(argv):
   set_torch_threads(threads)  # before torch runs anything (it cannot be changed afterwards)
   ckpt_dir = _CKPT_DIR.value or tempfile.mkdtemp(prefix="codjax_rollout_bench_")
   print(f"{ENV} CoD packs: {_PACKS.value} packs x G={_REPEATS.value} x S={_PACK_SIZE.value}, max_tokens "
-        f"{_MAX_TOKENS.value}, T={TEMPERATURE}, {threads} threads, {_ROUNDS.value} rounds", flush=True)
+        f"{_MAX_TOKENS.value}, T={TEMPERATURE}, {threads} threads, {_ROUNDS.value} rounds; host allocator "
+        f"{_HOST_ALLOCATOR.value} (every engine's process): {alloc[1]}", flush=True)
   rows = []
   for name in _CONFIGS.value:
     rows += bench_config(name, ckpt_dir)

@@ -27,6 +27,8 @@ from common import interleaved, jax_sync, print_table
 _WHAT = flags.DEFINE_enum("what", "round", ["round", "rows"], "round: one rollout round by call; rows: decode steps")
 _WINDOWS = flags.DEFINE_list("windows", ["256", "768"], "decode windows for --what=rows")
 _PROFILE_ROUNDS = flags.DEFINE_integer("profile_rounds", 2, "timed calls per (window, rows) for --what=rows")
+_STREAM = flags.DEFINE_bool("stream", False, "--what=round: run the round under continuous batching (the benchmark's "
+                            "jax_stream engine) instead of lock step")
 _KERNELS = flags.DEFINE_string("kernels", None, "the engine's kernel set (codjax.rollout.jax_engine.KERNELS; "
                                "default: the engine's default)")
 STEPS = 48
@@ -82,10 +84,11 @@ def profile_round(name: str) -> None:
     return call
 
   eng._prefill_fn, eng._prefill_packed_fn, eng._copy_fn, eng._decode_fn = prefill, packed, copy, decode
-  rb.rollout(eng, tok)  # warm-up: compiles
+  runner = rb.Streaming(eng) if _STREAM.value else eng
+  rb.rollout(runner, tok)  # warm-up: compiles
   seconds.clear(), calls.clear(), decodes.clear(), prefills.clear()
   t0 = time.perf_counter()
-  gen, replies = rb.rollout(eng, tok)
+  gen, replies = rb.rollout(runner, tok)
   wall = time.perf_counter() - t0
   steps = calls["decode steps"]
   print(f"\n{name}: {wall:.2f} s per round, {gen} generated tokens in {replies} replies, {steps} decode steps "
@@ -125,6 +128,9 @@ def profile_rows(name: str) -> None:
 
 
 def main(_):
+  from codjax.train import host_allocator
+
+  print("host allocator:", host_allocator.keep_freed_memory(rb._HOST_ALLOCATOR.value)[1])
   for name in rb._CONFIGS.value:
     (profile_round if _WHAT.value == "round" else profile_rows)(name)
 

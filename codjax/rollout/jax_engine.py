@@ -109,6 +109,12 @@ class Kernels:
     prefill chunk's valid tokens run packed through the row-wise products (N tokens, N a multiple of
     max(16, B C / 8), instead of B C slots); only attention sees the padded [B, C] layout. A chunk of rows of
     uneven length, or one row under the kernel's row floor, no longer computes its padding.
+  decode_window_step: decode calls work on the next multiple of this many positions at or past their furthest
+    position (at least ``MIN_LENGTH_BUCKET``) instead of ``fine_windows``' powers of two and midpoints; prefill
+    keeps those. A decode step reads its whole window of keys and values (at 8 rows over 768 positions of the
+    13M-parameter benchmark model as many bytes as the weights), and the benchmark's calls end at 246-759
+    positions: 64-position windows cut a call at 531 positions from 768 to 576. Each (rows, window) compiles
+    once: up to max_seq_len / step decode programs per batch size instead of ~2 log2(max_seq_len).
   cpu_decode_options_unless: a CPU feature flag (``/proc/cpuinfo``); on hosts that have it the decode loop
     compiles with XLA's default options instead of ``cpu_decode_options``. With AVX-512 YNNPACK's few-row
     products and attention batches beat XLA's dot emitter (2 vCPUs of an AVX-512 EPYC, 13M-parameter model, ms
@@ -124,10 +130,11 @@ class Kernels:
   decode_floor: int | None = None
   cpu_decode_options_unless: str | None = None
   packed_prefill: bool = False
+  decode_window_step: int | None = None
 
 
-# "fast2": the default, "fast" with decode phases down to 2 rows and packed prefill (2026-12-06; both round
-# differently from "fast"); "fast": the kernels of the main job's recorded run
+# "fast2": the default, "fast" with decode phases down to 2 rows, packed prefill and 64-position decode windows
+# (2026-12-06; each rounds differently from "fast"); "fast": the kernels of the main job's recorded run
 # (experiments/tiny_cod_frozenlake.py selects it); "v1": the kernels of the runs recorded in
 # the README and benchmarks/README.md before 2026-12-05 (every prefill padded to min_batch rows, power-of-two
 # windows, YNNPACK in decode); experiments with recorded numbers select theirs (``rollout.jax_kernels``) so
@@ -139,7 +146,7 @@ _FAST = Kernels(fine_windows=True, prefill_pad_tokens=PREFILL_PAD_TOKENS,
                 cpu_decode_options_unless="avx512f")
 KERNELS = {
     "fast": _FAST,
-    "fast2": dataclasses.replace(_FAST, decode_floor=2, packed_prefill=True),
+    "fast2": dataclasses.replace(_FAST, decode_floor=2, packed_prefill=True, decode_window_step=64),
     "v1": Kernels(fine_windows=False, prefill_pad_tokens=None, cpu_decode_options=()),
 }
 # a prefill chunk or decode call over a window this long or longer writes back only the positions it wrote
@@ -409,6 +416,13 @@ class JaxEngine:
     """Cache positions a call works on: the bucket of its furthest written position ``end`` (exclusive)."""
     return min(self.max_seq_len, _length_bucket(end, self._kernels.fine_windows))
 
+  def _decode_window(self, end: int) -> int:
+    """Cache positions a decode call works on for furthest position ``end`` (``Kernels.decode_window_step``)."""
+    step = self._kernels.decode_window_step
+    if step is None:
+      return self._length_bucket(end)
+    return min(self.max_seq_len, max(MIN_LENGTH_BUCKET, -(-end // step) * step))
+
   def _prefill_impl(self, weights, cache, slots_b, tokens_bc, start_b, valid_b, *, length: int):
     """Writes one chunk for the rows ``slots_b`` on cache positions [0, length) (row b's first ``valid_b[b]``
     tokens are real: a recurrent state never sees the rest). No logits: the decode kernel feeds every row's
@@ -668,7 +682,7 @@ class JaxEngine:
     i32 = lambda xs: np.asarray(list(xs) + [0] * pad, np.int32)
     pos_b, left_b = i32(pos), i32(left)
     keys = np.concatenate([np.asarray(key_data, np.uint32), np.repeat(np.asarray(key_data[:1], np.uint32), pad, 0)])
-    length = self._length_bucket(int((pos_b[:m] + left_b[:m]).max()))
+    length = self._decode_window(int((pos_b[:m] + left_b[:m]).max()))
     # one output width per sampling setting (not per call's longest remaining budget): fewer kernel signatures
     max_new = _pow2(min(int(params.max_tokens), self.max_seq_len), lo=8)
     stop = np.array(list(params.stop_token_ids) or [-1], np.int32)

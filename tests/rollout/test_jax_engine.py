@@ -743,3 +743,36 @@ def test_packed_prefill_matches_padded_prefill(model, monkeypatch):
     assert_same_reply(g, w)
   assert shapes and all(n <= b * c for n, (b, c) in shapes)
   assert sum(n for n, _ in shapes) < sum(b * c for _, (b, c) in shapes) / 2, shapes
+
+
+def test_fast2_decode_windows_follow_the_furthest_position_in_64_steps(model):
+  """``Kernels.decode_window_step`` ("fast2"): a decode call works on the next multiple of 64 positions at or
+  past its furthest position (prompt length - 1 + the reply budget; at least 128), where "fast" takes powers
+  of two below 512; the replies are those of "fast" (tokens exactly, logprobs within float rounding) and match the
+  trainer's full forward; a second call with other prompt lengths in the same windows compiles nothing."""
+  from codjax.rollout import jax_engine
+
+  assert jax_engine.KERNELS["fast2"].decode_window_step == 64 and jax_engine.KERNELS["fast"].decode_window_step is None
+  engines = {k: JaxEngine(model, max_slots=2, max_seq_len=512, seed=0, kernels=k) for k in ("fast", "fast2")}
+  # furthest positions (n - 1 + 8): 107, 137, 192, 257, 330 -> fast2 windows 128, 192, 192, 320, 384
+  lengths = (100, 130, 185, 250, 323)
+  windows = {"fast2": [128, 192, 192, 320, 384], "fast": [128, 256, 256, 512, 512]}
+  for name, eng in engines.items():
+    got = []
+    for j, n in enumerate(lengths):
+      before = set(eng._decode_fns)
+      prompt = [(7 * i + 31 * j) % 450 + 5 for i in range(n)]
+      comp = eng.generate([prompt], sampled((40 + j,), max_tokens=8))[0]
+      new = set(eng._decode_fns) - before
+      assert not new or {sig[-1] for sig in new} == {windows[name][j]}, (name, n, new)
+      assert {sig[-1] for sig in eng._decode_fns} >= {windows[name][j]}
+      got.append((prompt, comp))
+    engines[name].replies = got
+  for (p, g), (_, w) in zip(engines["fast2"].replies, engines["fast"].replies):
+    assert_same_reply(g, w)
+    lp, _ = shifted_token_logprobs(model, jnp.asarray([p + g.token_ids]), temperature=1.0)
+    np.testing.assert_allclose(np.asarray(lp[0, len(p):]), g.logprobs, atol=1e-4)
+  fast2 = engines["fast2"]
+  assert sorted({sig[-1] for sig in fast2._decode_fns}) == [128, 192, 320, 384]
+  again = compilations(lambda: [fast2.generate([[9] * n], sampled((1,), max_tokens=8)) for n in (121, 140, 310)])
+  assert not again, f"{len(again)} XLA compilations after warm-up"
