@@ -128,9 +128,7 @@ def profile_rows(name: str) -> None:
 
 
 def main(_):
-  from codjax.train import host_allocator
-
-  print("host allocator:", host_allocator.keep_freed_memory(rb._HOST_ALLOCATOR.value)[1])
+  print("host allocator:", rb.host_allocator.keep_freed_memory(rb._HOST_ALLOCATOR.value)[1])
   for name in rb._CONFIGS.value:
     (profile_round if _WHAT.value == "round" else profile_rows)(name)
 

@@ -165,11 +165,16 @@ def _bucket(n: int, buckets: Sequence[int]) -> int:
   return buckets[-1]
 
 
+def _round_up(n: int, m: int) -> int:
+  """The smallest multiple of ``m`` that is >= n."""
+  return -(-n // m) * m
+
+
 def _packed_size(total: int, slots: int) -> int:
   """Packed tokens N a chunk of ``slots`` token slots runs for ``total`` valid ones (``Kernels.packed_prefill``):
   the next multiple of max(16, slots / 8), at most ``slots`` (at most 8 sizes per chunk shape to compile)."""
   g = max(16, slots // 8)
-  return min(slots, -(-max(1, total) // g) * g)
+  return min(slots, _round_up(max(1, total), g))
 
 
 def _pack_chunk(chunk_bc: np.ndarray, valid_b: np.ndarray):
@@ -342,7 +347,7 @@ class JaxEngine:
       from codjax.parallel.mesh import batch_shards
 
       m = batch_shards(mesh)
-      n = -(-n // m) * m
+      n = _round_up(n, m)
     self.max_slots = n - 1
     cache = model.init_cache(n, max_seq_len, cache_dtype)
     if mesh is not None:
@@ -421,7 +426,7 @@ class JaxEngine:
     step = self._kernels.decode_window_step
     if step is None:
       return self._length_bucket(end)
-    return min(self.max_seq_len, max(MIN_LENGTH_BUCKET, -(-end // step) * step))
+    return min(self.max_seq_len, max(MIN_LENGTH_BUCKET, _round_up(end, step)))
 
   def _prefill_impl(self, weights, cache, slots_b, tokens_bc, start_b, valid_b, *, length: int):
     """Writes one chunk for the rows ``slots_b`` on cache positions [0, length) (row b's first ``valid_b[b]``

@@ -757,8 +757,8 @@ def test_fast2_decode_windows_follow_the_furthest_position_in_64_steps(model):
   # furthest positions (n - 1 + 8): 107, 137, 192, 257, 330 -> fast2 windows 128, 192, 192, 320, 384
   lengths = (100, 130, 185, 250, 323)
   windows = {"fast2": [128, 192, 192, 320, 384], "fast": [128, 256, 256, 512, 512]}
+  got = {name: [] for name in engines}
   for name, eng in engines.items():
-    got = []
     for j, n in enumerate(lengths):
       before = set(eng._decode_fns)
       prompt = [(7 * i + 31 * j) % 450 + 5 for i in range(n)]
@@ -766,9 +766,8 @@ def test_fast2_decode_windows_follow_the_furthest_position_in_64_steps(model):
       new = set(eng._decode_fns) - before
       assert not new or {sig[-1] for sig in new} == {windows[name][j]}, (name, n, new)
       assert {sig[-1] for sig in eng._decode_fns} >= {windows[name][j]}
-      got.append((prompt, comp))
-    engines[name].replies = got
-  for (p, g), (_, w) in zip(engines["fast2"].replies, engines["fast"].replies):
+      got[name].append((prompt, comp))
+  for (p, g), (_, w) in zip(got["fast2"], got["fast"]):
     assert_same_reply(g, w)
     lp, _ = shifted_token_logprobs(model, jnp.asarray([p + g.token_ids]), temperature=1.0)
     np.testing.assert_allclose(np.asarray(lp[0, len(p):]), g.logprobs, atol=1e-4)
