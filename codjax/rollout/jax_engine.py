@@ -115,6 +115,13 @@ class Kernels:
     13M-parameter benchmark model as many bytes as the weights), and the benchmark's calls end at 246-759
     positions: 64-position windows cut a call at 531 positions from 768 to 576. Each (rows, window) compiles
     once: up to max_seq_len / step decode programs per batch size instead of ~2 log2(max_seq_len).
+  max_prefill_chunk: prefill chunks hold at most this many tokens per row (the chunk buckets above it are not
+    used; None: the engine's ``chunk_buckets`` as given). A chunk's attention reads its whole window for every
+    query, and a chunk's window is the bucket of its furthest position: a 374-token suffix from position 130
+    runs as one 512-token chunk over 768 positions, or as 256 + 128 over 512 and 768. 13M-parameter benchmark
+    model, 8 rows x 512 tokens: ~0.25 ms per window position of the call (315 ms over 512 positions, 381 over
+    768), about as much as its products; interleaved mid rounds of benchmarks/rollout.py ~5-8 % faster with
+    256 (benchmarks/README.md, eighteenth session).
   cpu_decode_options_unless: a CPU feature flag (``/proc/cpuinfo``); on hosts that have it the decode loop
     compiles with XLA's default options instead of ``cpu_decode_options``. With AVX-512 YNNPACK's few-row
     products and attention batches beat XLA's dot emitter (2 vCPUs of an AVX-512 EPYC, 13M-parameter model, ms
@@ -131,11 +138,12 @@ class Kernels:
   cpu_decode_options_unless: str | None = None
   packed_prefill: bool = False
   decode_window_step: int | None = None
+  max_prefill_chunk: int | None = None
 
 
-# "fast2": the default, "fast" with decode phases down to 2 rows, packed prefill and 64-position decode windows
-# (2026-12-06; each rounds differently from "fast"); "fast": the kernels of the main job's recorded run
-# (experiments/tiny_cod_frozenlake.py selects it); "v1": the kernels of the runs recorded in
+# "fast2": the default, "fast" with decode phases down to 2 rows, packed prefill, 64-position decode windows and
+# prefill chunks of at most 256 tokens (2026-12-06; each rounds differently from "fast"); "fast": the kernels of
+# the main job's recorded run (experiments/tiny_cod_frozenlake.py selects it); "v1": the kernels of the runs recorded in
 # the README and benchmarks/README.md before 2026-12-05 (every prefill padded to min_batch rows, power-of-two
 # windows, YNNPACK in decode); experiments with recorded numbers select theirs (``rollout.jax_kernels``) so
 # they reproduce bit for bit (the unrolled prefill leaves every cache bit as it was); "fast" and "fast2" drop
@@ -146,13 +154,10 @@ _FAST = Kernels(fine_windows=True, prefill_pad_tokens=PREFILL_PAD_TOKENS,
                 cpu_decode_options_unless="avx512f")
 KERNELS = {
     "fast": _FAST,
-    "fast2": dataclasses.replace(_FAST, decode_floor=2, packed_prefill=True, decode_window_step=64),
+    "fast2": dataclasses.replace(_FAST, decode_floor=2, packed_prefill=True, decode_window_step=64,
+                                 max_prefill_chunk=256),
     "v1": Kernels(fine_windows=False, prefill_pad_tokens=None, cpu_decode_options=()),
 }
-# a prefill chunk or decode call over a window this long or longer writes back only the positions it wrote
-# (Qwen3's ``cache_put_span``) instead of restacking and rewriting the whole window: the same cache bits, ~10 ms
-# less per 8-row call over 768 positions of the 13M-parameter benchmark model, 2 vCPUs (shorter windows: no gain)
-SPAN_WRITE_MIN_WINDOW = 768
 # kernels run at least this many rows (padding rows are free of tokens): fewer kernel signatures to compile (a
 # small batch of a tiny model costs about what 8 rows cost) at the price of padding in 1-4-row calls
 MIN_BATCH_BUCKET = 8
@@ -338,7 +343,11 @@ class JaxEngine:
     self.max_slots = max_slots
     self.max_seq_len = max_seq_len
     self.mesh = mesh
-    self.chunk_buckets = tuple(sorted(chunk_buckets))
+    if not chunk_buckets or min(int(b) for b in chunk_buckets) < 1:
+      raise ValueError(f"chunk_buckets must be positive token counts, got {tuple(chunk_buckets)}")
+    buckets = tuple(sorted(int(b) for b in chunk_buckets))
+    cap = KERNELS[kernels].max_prefill_chunk  # the kernel set's cap on chunk length (the smallest bucket stays)
+    self.chunk_buckets = buckets if cap is None else (tuple(b for b in buckets if b <= cap) or buckets[:1])
     self._graphdef, params = nnx.split(model, nnx.Param)
     params = sampling_params(model, params, copy=False)
     self._params = params
@@ -469,12 +478,13 @@ class JaxEngine:
 
   @staticmethod
   def _write_back(model, cache, layers, window, slots_b, start_b, n: int, length: int):
-    """Writes a kernel's per-layer window caches back into the engine's cache: on windows of at least
-    ``SPAN_WRITE_MIN_WINDOW`` positions only the ``n`` positions from ``start_b`` it wrote (the model's
-    ``cache_put_span``, where it has one and n is at most a quarter of the window), else the whole window.
-    Both leave the same cache bits."""
+    """Writes a kernel's per-layer window caches back into the engine's cache: only the ``n`` positions from
+    ``start_b`` it wrote (the model's ``cache_put_span``, where it has one), else the whole window. Both leave
+    the same cache bits; the span costs a fraction of the window (13M-parameter benchmark model, 8 rows, a
+    64-position span written back: 0.6 ms against 1.9 / 5.2 / 8.6 ms for the whole window over 256 / 640 / 768
+    positions; benchmarks/README.md, eighteenth session)."""
     put_span = getattr(model, "cache_put_span", None)
-    if put_span is not None and length >= SPAN_WRITE_MIN_WINDOW and 4 * n <= length:
+    if put_span is not None and n <= length:
       return put_span(cache, layers, slots_b, start_b, n)
     if window is None:
       return model.cache_put_layers(cache, layers, slots_b, length)

@@ -498,11 +498,15 @@ def test_share_plan_copies_duplicates_and_common_prefixes():
   assert _share_plan([a, b2], partial=True, min_share=16) == ({}, {0: (1, 40)})
 
 
-def test_chunks_split_when_a_bucket_would_be_mostly_padding(engine):
+def test_chunks_split_when_a_bucket_would_be_mostly_padding(model):
   """A group's next chunk: the bucket holding the remaining tokens, or the next smaller bucket when that
-  plus the bucket of the rest is at most 3/4 of it (worked by hand for buckets 16 ... 512)."""
+  plus the bucket of the rest is at most 3/4 of it (worked by hand for buckets 16 ... 512, the "fast"
+  kernels'; "fast2" caps chunks at 256 tokens)."""
   want = {1: 16, 16: 16, 17: 32, 20: 32, 33: 32, 100: 128, 130: 128, 259: 256, 380: 256, 400: 512, 600: 512}
-  assert {n: engine._chunk_len(n) for n in want} == want
+  fast = JaxEngine(model, max_slots=1, max_seq_len=64, kernels="fast")
+  assert {n: fast._chunk_len(n) for n in want} == want
+  fast2 = JaxEngine(model, max_slots=1, max_seq_len=64, kernels="fast2")
+  assert {n: fast2._chunk_len(n) for n in want} == {**want, 400: 256, 600: 256}
 
 
 def test_shared_prompt_prefixes_are_prefilled_once_and_stay_exact(model):
@@ -775,3 +779,35 @@ def test_fast2_decode_windows_follow_the_furthest_position_in_64_steps(model):
   assert sorted({sig[-1] for sig in fast2._decode_fns}) == [128, 192, 320, 384]
   again = compilations(lambda: [fast2.generate([[9] * n], sampled((1,), max_tokens=8)) for n in (121, 140, 310)])
   assert not again, f"{len(again)} XLA compilations after warm-up"
+
+
+def test_fast2_prefill_chunks_hold_at_most_256_tokens(model):
+  """``Kernels.max_prefill_chunk`` ("fast2"): a 450-token prompt prefills as chunks of at most 256 tokens, each
+  over the window of its own furthest position (256 then 512 positions, where "fast" runs one 512-token chunk
+  over 512), with the reply "fast" samples (tokens exactly, logprobs within float rounding) and the trainer's
+  full-forward logprobs; chunk buckets the engine is given must be positive."""
+  from codjax.rollout import jax_engine
+
+  assert jax_engine.KERNELS["fast2"].max_prefill_chunk == 256 and jax_engine.KERNELS["fast"].max_prefill_chunk is None
+  engines = {k: JaxEngine(model, max_slots=2, max_seq_len=1024, seed=0, kernels=k) for k in ("fast", "fast2")}
+  assert max(engines["fast2"].chunk_buckets) == 256 and max(engines["fast"].chunk_buckets) == 512
+  calls = {k: [] for k in engines}
+
+  def spy_of(name, fn):  # records (chunk shape [B, C], window) of every prefill call
+    def spy(weights, cache, slots, tokens, *rest, **kw):
+      calls[name].append((kw.get("chunk_shape", tuple(tokens.shape)), kw["length"]))
+      return fn(weights, cache, slots, tokens, *rest, **kw)
+    return spy
+
+  engines["fast2"]._prefill_packed_fn = spy_of("fast2", engines["fast2"]._prefill_packed_fn)
+  engines["fast"]._prefill_fn = spy_of("fast", engines["fast"]._prefill_fn)
+  prompt = [(11 * i) % 450 + 5 for i in range(450)]
+  got = {k: eng.generate([prompt], sampled((4,), max_tokens=10))[0] for k, eng in engines.items()}
+  assert calls["fast2"] == [((1, 256), 256), ((1, 256), 512)], calls["fast2"]
+  assert calls["fast"] == [((1, 512), 512)], calls["fast"]
+  assert_same_reply(got["fast2"], got["fast"])
+  lp, _ = shifted_token_logprobs(model, jnp.asarray([prompt + got["fast2"].token_ids]), temperature=1.0)
+  np.testing.assert_allclose(np.asarray(lp[0, len(prompt):]), got["fast2"].logprobs, atol=1e-4)
+  for bad in ((), (0, 16), (-4,)):
+    with pytest.raises(ValueError, match="chunk_buckets"):
+      JaxEngine(model, max_slots=2, max_seq_len=64, chunk_buckets=bad)
