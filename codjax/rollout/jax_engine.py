@@ -120,8 +120,10 @@ class Kernels:
     query, and a chunk's window is the bucket of its furthest position: a 374-token suffix from position 130
     runs as one 512-token chunk over 768 positions, or as 256 + 128 over 512 and 768. 13M-parameter benchmark
     model, 8 rows x 512 tokens: ~0.25 ms per window position of the call (315 ms over 512 positions, 381 over
-    768), about as much as its products; interleaved mid rounds of benchmarks/rollout.py ~5-8 % faster with
-    256 (benchmarks/README.md, eighteenth session).
+    768), about as much as its products. In whole mid rounds of benchmarks/rollout.py the gain is small: the
+    hint turn's prefill 359 ms as one chunk against 175 + 181 ms as two (the second chunk's short rows padded to
+    256 queries), interleaved rounds -1 % (medians of 12; earlier comparisons on the noisy host -8 % to +3 %;
+    benchmarks/README.md, eighteenth session).
   cpu_decode_options_unless: a CPU feature flag (``/proc/cpuinfo``); on hosts that have it the decode loop
     compiles with XLA's default options instead of ``cpu_decode_options``. With AVX-512 YNNPACK's few-row
     products and attention batches beat XLA's dot emitter (2 vCPUs of an AVX-512 EPYC, 13M-parameter model, ms
