@@ -481,12 +481,14 @@ class JaxEngine:
   @staticmethod
   def _write_back(model, cache, layers, window, slots_b, start_b, n: int, length: int):
     """Writes a kernel's per-layer window caches back into the engine's cache: only the ``n`` positions from
-    ``start_b`` it wrote (the model's ``cache_put_span``, where it has one), else the whole window. Both leave
-    the same cache bits; the span costs a fraction of the window (13M-parameter benchmark model, 8 rows, a
-    64-position span written back: 0.6 ms against 1.9 / 5.2 / 8.6 ms for the whole window over 256 / 640 / 768
-    positions; benchmarks/README.md, eighteenth session)."""
+    ``start_b`` it wrote (the model's ``cache_put_span``, where it has one and n is at most a quarter of the
+    window), else the whole window. Both leave the same cache bits. The span has a fixed cost (its per-row
+    slices), so it pays on windows of 4n positions or more: ``benchmarks/cache_writeback.py``, 13M-parameter
+    benchmark model, 8 rows, window take + write-back of a 64-position span 1.9-2.6 ms over 128-768 positions
+    against 1.0 / 1.9 / 2.7 / 4.2 / 6.0 / 7.0 ms for the whole window over 128 / 256 / 384 / 512 / 640 / 768
+    (benchmarks/README.md, eighteenth session)."""
     put_span = getattr(model, "cache_put_span", None)
-    if put_span is not None and n <= length:
+    if put_span is not None and 4 * n <= length:
       return put_span(cache, layers, slots_b, start_b, n)
     if window is None:
       return model.cache_put_layers(cache, layers, slots_b, length)
