@@ -63,7 +63,7 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
-from codjax.train import host_allocator
+from codjax.train import host_allocator, interrupts
 
 ENGINES = ("jax", "vllm", "openai", "expert", "random")
 
@@ -232,11 +232,6 @@ def evaluate(cfg, opts: Options, out_dir: str | None = None, resume: bool = Fals
   return ev.results, meta
 
 
-def _raise_interrupt(signum, frame):
-  del frame
-  raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-
 def _resume_command() -> str:
   args = [a for a in sys.argv if a not in ("--resume", "--resume=true", "--resume=True")]
   return " ".join(shlex.quote(a) for a in ["python", *args, "--resume"])
@@ -259,7 +254,7 @@ def main(argv):
                  model_name=_MODEL_NAME.value, concurrency=_CONCURRENCY.value, timeout_s=_TIMEOUT.value,
                  server_template_kwargs=_SERVER_TEMPLATE_KWARGS.value, expert_random_frac=_RANDOM_FRAC.value,
                  tokenizer=_TOKENIZER.value)
-  signal.signal(signal.SIGTERM, _raise_interrupt)  # a scheduler's stop: keep what finished, say how to resume
+  interrupts.install(signal.SIGTERM)  # a scheduler's stop: keep what finished, say how to resume
   from codjax.eval.records import RECORDS_FILE, finished_packs
   from codjax.rollout.openai_engine import ServerGone
 

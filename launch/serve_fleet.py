@@ -31,6 +31,8 @@ import time
 
 from absl import app, flags
 
+from codjax.train import interrupts
+
 _MODEL = flags.DEFINE_string("model_path", None, "HF checkpoint directory or hub id the servers load", required=True)
 _NUM = flags.DEFINE_integer("num_servers", 1, "servers to start")
 _DTYPE = flags.DEFINE_enum("dtype", "auto", ["auto", "float32", "bfloat16", "float16"], "vLLM --dtype")
@@ -52,11 +54,6 @@ _LOG_DIR = flags.DEFINE_string("server_log_dir", "", "server logs go here (defau
 _CHECK = flags.DEFINE_float("check_every_s", 10.0, "seconds between checks that the server processes still run")
 
 
-def _raise_interrupt(signum, frame):
-  del frame
-  raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-
 def advertised(url: str, host: str, advertise: str) -> str:
   """``url`` with the listening address replaced by the name other hosts use."""
   name = advertise or (socket.gethostname() if host in ("0.0.0.0", "::") else "")
@@ -70,7 +67,7 @@ def main(argv):
     raise app.UsageError("--num_servers must be >= 1")
   if _CHECK.value <= 0:
     raise app.UsageError("--check_every_s must be > 0")
-  signal.signal(signal.SIGTERM, _raise_interrupt)  # stop the servers on a scheduler's stop too
+  interrupts.install(signal.SIGTERM)  # stop the servers on a scheduler's stop too
   from codjax.rollout.fleet import FleetEngine
   from codjax.rollout.weight_sync import make_transport
 
@@ -94,6 +91,7 @@ def main(argv):
     reported = set()
     while True:
       time.sleep(_CHECK.value)
+      interrupts.check()  # a SIGTERM whose exception a gc callback dropped
       for m in fleet.members:
         if not m.process.running and m.index not in reported:
           reported.add(m.index)

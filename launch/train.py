@@ -9,7 +9,7 @@ import signal
 from absl import app, flags
 from ml_collections import config_flags
 
-from codjax.train import host_allocator
+from codjax.train import host_allocator, interrupts
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment config file", lock_config=True)
 _RESUME = flags.DEFINE_boolean("resume", False, "continue from the latest checkpoint in run_dir")
@@ -17,15 +17,11 @@ _EXPORT = flags.DEFINE_string("export_hf", "", "after the run, export the policy
 _HOST_ALLOCATOR = host_allocator.define_flag()
 
 
-def _raise_interrupt(signum, frame):
-  raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-
 def main(argv):
   del argv
   # a scheduler's stop (SIGTERM) unwinds like Ctrl-C: trainer.close() stops the producer thread and the vLLM
   # servers a fleet started (they run in their own sessions and would outlive a killed trainer)
-  signal.signal(signal.SIGTERM, _raise_interrupt)
+  interrupts.install(signal.SIGTERM)
   host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)  # before JAX starts its threads
   from codjax.parallel import maybe_initialize_distributed
 

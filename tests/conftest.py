@@ -123,3 +123,39 @@ def perturb():
   """``perturb(model, scale, seed)`` -> a noisy copy of the model (weight-sync tests)."""
   return perturbed_model
 
+
+
+class _SignalInFinalizer:
+  """Sends this process ``signum`` from its ``__del__``: the handler's exception is raised inside a finalizer,
+  where Python reports and drops it, as in a gc callback that a SIGTERM interrupts."""
+
+  def __init__(self, signum):
+    self.signum = signum
+
+  def __del__(self):
+    import signal
+
+    signal.raise_signal(self.signum)  # runs the Python handler before returning (PyErr_CheckSignals)
+
+
+@pytest.fixture
+def dropped_sigterm():
+  """Installs ``codjax.train.interrupts`` for SIGTERM (the launchers' handler) and returns ``send()``, which
+  delivers a SIGTERM whose KeyboardInterrupt is dropped by a finalizer; restores the old handler after."""
+  import signal
+
+  from codjax.train import interrupts
+
+  old = signal.getsignal(signal.SIGTERM)
+  interrupts.reset()
+  interrupts.install(signal.SIGTERM)
+
+  def send():
+    obj = _SignalInFinalizer(signal.SIGTERM)
+    del obj  # refcount 0: __del__ runs here and its exception goes to sys.unraisablehook
+
+  try:
+    yield send
+  finally:
+    signal.signal(signal.SIGTERM, old)
+    interrupts.reset()

@@ -99,6 +99,7 @@ def run_evaluation(cfg, backend_for: Callable[[EnvSpec], object], records: EvalR
   not rolled out again, and the summaries are computed from the records read back (``codjax.eval.records``):
   an interrupted evaluation resumed in the same directory gives the table of an uninterrupted one.
   ``progress`` shows a bar per environment (packs done, rate, estimate)."""
+  from codjax.train import interrupts
   from codjax.train.metrics import Progress
 
   workflow = get_workflow(str(cfg.workflow))
@@ -120,6 +121,7 @@ def run_evaluation(cfg, backend_for: Callable[[EnvSpec], object], records: EvalR
         records.append(label, todo[j], ps[todo[j]], workflow.to_record(traj))
       finished[0] += 1
       bar.advance_to(resumed[label] + finished[0])
+      interrupts.check()  # a SIGTERM whose exception a gc callback dropped stops here, after the record
 
     def on_progress(x, label=label, bar=bar):  # fractional packs: long episodes move the bar as they run
       bar.advance_to(resumed[label] + x)

@@ -47,6 +47,7 @@ from codjax.rl.batch import TrainSequence, assemble_batch
 from codjax.rl.train_step import device_batch, init_train_state, make_optimizer, make_train_step
 from codjax.rollout.base import SamplingParams
 from codjax.eval.runner import evaluate_engine, template_kwargs
+from codjax.train import interrupts
 from codjax.train.async_rollouts import AsyncRollouts, InterruptibleEngine, episodes_of, staleness_summary
 from codjax.train.checkpoint import Checkpointer, committed_steps
 from codjax.train.config import model_compute_overrides, validate
@@ -582,6 +583,7 @@ class Trainer:
         self.save()
       if cfg.eval.every and self.step % cfg.eval.every == 0 and cfg.eval.num_packs:
         periodic = (self.step, self.evaluate())
+      interrupts.check()  # a SIGTERM whose exception a gc callback dropped (codjax.train.interrupts)
     bar.close()
     self.stop_producer()  # async: no rollouts past the last step
     final = None

@@ -117,6 +117,43 @@ def test_interrupted_evaluation_keeps_finished_packs_and_resumes_to_the_same_tab
     assert rewards == plain.results[label]["pack_rewards"]
 
 
+class SignalAt:
+  """Wraps a backend: at call ``at`` a SIGTERM arrives whose KeyboardInterrupt a finalizer drops (``send``)."""
+
+  def __init__(self, inner, at, send):
+    self.inner, self.at, self.send, self.calls = inner, at, send, 0
+
+  def respond(self, episodes):
+    self.calls += 1
+    if self.calls == self.at:
+      self.send()
+    return self.inner.respond(episodes)
+
+  def release(self, episode):
+    self.inner.release(episode)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_sigterm_whose_interrupt_was_dropped_stops_the_evaluation_after_the_next_pack(tmp_path, dropped_sigterm):
+  """The launcher's SIGTERM handler raised inside a gc callback (CI, 2026-12-06): the evaluation must still stop,
+  at the next finished pack, with that pack on disk, and resume to the uninterrupted table."""
+  cfg = cod_config()
+  fp = eval_fingerprint(cfg, engine="expert")
+  plain = run_evaluation(cfg, backend_for, progress=False)
+  first = eval_specs(cfg)[0].label
+  with pytest.raises(KeyboardInterrupt, match="signal SIGTERM"):
+    run_evaluation(cfg, lambda spec: SignalAt(backend_for(spec), 3 if spec.label == first else 0, dropped_sigterm),
+                   EvalRecords(str(tmp_path), fp), progress=False)
+  kept = records_lines(tmp_path)[1:]
+  assert 1 <= len(kept) < 6 and {r["env"] for r in kept} == {first}
+  from codjax.train import interrupts
+
+  interrupts.reset()
+  resumed = run_evaluation(cfg, backend_for, EvalRecords(str(tmp_path), fp), progress=False)
+  assert resumed.meta["resumed_packs"][first] == len(kept)
+  assert json.dumps(resumed.results, sort_keys=True) == json.dumps(plain.results, sort_keys=True)
+
+
 def test_orbit_trajectories_round_trip_through_records(tmp_path):
   cfg = orbit_cfg()
   fp = eval_fingerprint(cfg, engine="expert")
