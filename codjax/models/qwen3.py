@@ -519,13 +519,13 @@ class Qwen3(TokenEmbeddings, nnx.Module):
     b = slots_b.shape[0]
     s_b = jnp.clip(start_b.astype(jnp.int32), 0, w - n)
     s_x = jnp.repeat(s_b, kv_heads)  # the flattened B K rows
-    # per layer [B K, H, n] / [B K, n, H]: each row's span, cut at its own start
-    k_l = [jax.vmap(lambda r, st: jax.lax.dynamic_slice_in_dim(r, st, n, axis=1))(k, s_x) for k, _ in layers]
-    v_l = [jax.vmap(lambda r, st: jax.lax.dynamic_slice_in_dim(r, st, n, axis=0))(v, s_x) for _, v in layers]
-    h = k_l[0].shape[1]
-    nl = len(layers)
-    k_blkhn = jnp.stack(k_l).reshape(nl, b, kv_heads, h, n).transpose(1, 0, 2, 3, 4)
-    v_blknh = jnp.stack(v_l).reshape(nl, b, kv_heads, n, h).transpose(1, 0, 2, 3, 4)
+    def blocks(per_layer, axis):
+      """Per layer [B K, ...] windows -> [B, L, K, ...]: each row's span, cut at its own start on ``axis``."""
+      cut = jax.vmap(lambda r, st: jax.lax.dynamic_slice_in_dim(r, st, n, axis=axis))
+      x = jnp.stack([cut(a, s_x) for a in per_layer])  # [L, B K, ...]
+      return x.reshape(len(per_layer), b, kv_heads, *x.shape[2:]).swapaxes(0, 1)
+
+    k_blkhn, v_blknh = blocks([k for k, _ in layers], 1), blocks([v for _, v in layers], 0)
     idx_b2 = jnp.stack([slots_b.astype(jnp.int32), s_b], axis=1)
     # operand dims (L, slot, K, ·, ·): the index pair addresses (slot, position); the update's [L, K, H, n] /
     # [L, K, n, H] block is the window at that corner (the slot axis inserted, size 1)
