@@ -57,7 +57,6 @@ import dataclasses
 import json
 import os
 import shlex
-import signal
 import sys
 
 from absl import app, flags
@@ -254,7 +253,7 @@ def main(argv):
                  model_name=_MODEL_NAME.value, concurrency=_CONCURRENCY.value, timeout_s=_TIMEOUT.value,
                  server_template_kwargs=_SERVER_TEMPLATE_KWARGS.value, expert_random_frac=_RANDOM_FRAC.value,
                  tokenizer=_TOKENIZER.value)
-  interrupts.install(signal.SIGTERM)  # a scheduler's stop: keep what finished, say how to resume
+  interrupts.install()  # a scheduler's stop: keep what finished, say how to resume
   from codjax.eval.records import RECORDS_FILE, finished_packs
   from codjax.rollout.openai_engine import ServerGone
 

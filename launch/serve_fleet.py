@@ -24,7 +24,6 @@ trainer starts from (or one of the same architecture) and have a ``--max_model_l
 
 from __future__ import annotations
 
-import signal
 import socket
 import sys
 import time
@@ -67,7 +66,7 @@ def main(argv):
     raise app.UsageError("--num_servers must be >= 1")
   if _CHECK.value <= 0:
     raise app.UsageError("--check_every_s must be > 0")
-  interrupts.install(signal.SIGTERM)  # stop the servers on a scheduler's stop too
+  interrupts.install()  # stop the servers on a scheduler's stop too
   from codjax.rollout.fleet import FleetEngine
   from codjax.rollout.weight_sync import make_transport
 

@@ -4,7 +4,6 @@ Runs the experiment's stages: (tiny model) -> (SFT warm start) -> CoD RL -> fina
 metrics.jsonl, TensorBoard events, eval/*.json and orbax checkpoints into ``config.run_dir``.
 """
 
-import signal
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -21,7 +20,7 @@ def main(argv):
   del argv
   # a scheduler's stop (SIGTERM) unwinds like Ctrl-C: trainer.close() stops the producer thread and the vLLM
   # servers a fleet started (they run in their own sessions and would outlive a killed trainer)
-  interrupts.install(signal.SIGTERM)
+  interrupts.install()
   host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)  # before JAX starts its threads
   from codjax.parallel import maybe_initialize_distributed
 

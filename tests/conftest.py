@@ -124,7 +124,6 @@ def perturb():
   return perturbed_model
 
 
-
 class _SignalInFinalizer:
   """Sends this process ``signum`` from its ``__del__``: the handler's exception is raised inside a finalizer,
   where Python reports and drops it, as in a gc callback that a SIGTERM interrupts."""

@@ -51,16 +51,21 @@ class Noisy:
     return (self.random if rng.random() < 0.4 else self.expert).respond(messages, rng)
 
 
-class Interrupting:
-  """Wraps a backend: raises KeyboardInterrupt (Ctrl-C, or SIGTERM in the launcher) at call ``at``."""
+def _raise_interrupt():
+  raise KeyboardInterrupt("test")
 
-  def __init__(self, inner, at):
-    self.inner, self.at, self.calls = inner, at, 0
+
+class Interrupting:
+  """Wraps a backend: at call ``at`` runs ``event()``, by default a KeyboardInterrupt (Ctrl-C, or SIGTERM in the
+  launcher)."""
+
+  def __init__(self, inner, at, event=_raise_interrupt):
+    self.inner, self.at, self.event, self.calls = inner, at, event, 0
 
   def respond(self, episodes):
     self.calls += 1
     if self.calls == self.at:
-      raise KeyboardInterrupt("test")
+      self.event()
     return self.inner.respond(episodes)
 
   def release(self, episode):
@@ -117,22 +122,6 @@ def test_interrupted_evaluation_keeps_finished_packs_and_resumes_to_the_same_tab
     assert rewards == plain.results[label]["pack_rewards"]
 
 
-class SignalAt:
-  """Wraps a backend: at call ``at`` a SIGTERM arrives whose KeyboardInterrupt a finalizer drops (``send``)."""
-
-  def __init__(self, inner, at, send):
-    self.inner, self.at, self.send, self.calls = inner, at, send, 0
-
-  def respond(self, episodes):
-    self.calls += 1
-    if self.calls == self.at:
-      self.send()
-    return self.inner.respond(episodes)
-
-  def release(self, episode):
-    self.inner.release(episode)
-
-
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_sigterm_whose_interrupt_was_dropped_stops_the_evaluation_after_the_next_pack(tmp_path, dropped_sigterm):
   """The launcher's SIGTERM handler raised inside a gc callback (CI, 2026-12-06): the evaluation must still stop,
@@ -142,7 +131,7 @@ def test_a_sigterm_whose_interrupt_was_dropped_stops_the_evaluation_after_the_ne
   plain = run_evaluation(cfg, backend_for, progress=False)
   first = eval_specs(cfg)[0].label
   with pytest.raises(KeyboardInterrupt, match="signal SIGTERM"):
-    run_evaluation(cfg, lambda spec: SignalAt(backend_for(spec), 3 if spec.label == first else 0, dropped_sigterm),
+    run_evaluation(cfg, lambda spec: Interrupting(backend_for(spec), 3 if spec.label == first else 0, dropped_sigterm),
                    EvalRecords(str(tmp_path), fp), progress=False)
   kept = records_lines(tmp_path)[1:]
   assert 1 <= len(kept) < 6 and {r["env"] for r in kept} == {first}
