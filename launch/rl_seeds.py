@@ -43,7 +43,7 @@ _LABEL = flags.DEFINE_string("label", "", "evaluation label of the table (defaul
 def forwarded_overrides(argv: list[str]) -> list[str]:
   """The ``--config.a.b=value`` flags of ``argv``, checked: the per-seed keys are not the user's to set."""
   out = []
-  for i, a in enumerate(argv):
+  for a in argv:
     if not a.startswith("--config."):
       continue
     if "=" not in a:

@@ -128,7 +128,8 @@ def format_results(results: dict[str, dict]) -> str:
 
 def load_run(run_dir: str, name: str | None = None) -> Run:
   """Reads ``metrics.jsonl``, ``config.json`` (when present), every ``eval/*.json`` evaluation of a run,
-  sorted by step (a ``start`` evaluation before later ones at the same step), and ``eval/rl_effect.json``."""
+  sorted by step (a ``start`` evaluation before later ones at the same step; a ``step_N`` file that ``final``
+  repeats is listed once, as ``final``), and ``eval/rl_effect.json``."""
   if not os.path.isdir(run_dir):
     raise FileNotFoundError(f"run directory {run_dir!r} does not exist")
   metrics = []
@@ -140,6 +141,10 @@ def load_run(run_dir: str, name: str | None = None) -> Run:
   config = json.load(open(cpath)) if os.path.isfile(cpath) else None
   paths = sorted(glob.glob(os.path.join(run_dir, "eval", "*.json")))
   evals = [load_eval(p) for p in paths if os.path.basename(p) not in NOT_EVALUATIONS]
+  # the trainer writes final.json as a copy of step_N.json when the last periodic evaluation was at the last
+  # step: one evaluation, listed once (as "final")
+  finals = {(e.step, json.dumps(e.results, sort_keys=True)) for e in evals if e.tag == "final"}
+  evals = [e for e in evals if e.tag == "final" or (e.step, json.dumps(e.results, sort_keys=True)) not in finals]
   evals.sort(key=lambda e: (e.step, e.tag != "start", e.tag))
   effect_path = os.path.join(run_dir, "eval", RL_EFFECT_FILE)
   rl_effect = load_rl_effect(effect_path) if os.path.isfile(effect_path) else None

@@ -101,6 +101,27 @@ def test_load_run_reads_metrics_and_sorted_evals(run_dir):
   assert vals[TRAIN_STEPS // 2:].mean() > vals[:TRAIN_STEPS // 2].mean()
 
 
+def test_a_final_evaluation_that_repeats_the_last_periodic_one_is_listed_once(tmp_path):
+  # eval.every = 12 and total_steps = 24: the trainer writes step_12, step_24 and final.json = step_24's copy
+  d = str(tmp_path / "run")
+  w = MetricWriter(d, tensorboard=False)
+  w.write(1, {"train/loss": 0.1})
+  w.close()
+  _write_eval(d, "start", 0, "random")
+  _write_eval(d, "step_12", 12, "random")
+  last = _write_eval(d, "step_24", 24, "expert")
+  _write_eval(d, "final", 24, "expert")
+  run = load_run(d)
+  assert [(e.tag, e.step) for e in run.evals] == [("start", 0), ("step_12", 12), ("final", 24)]
+  assert run.evals[-1].results["frozenlake"] == json.loads(json.dumps(last))
+  # a final evaluation that differs (other packs or seeds) is another evaluation: both stay
+  summary = summarize(_rollouts("random", range(2000, 2012), 8))
+  with open(os.path.join(d, "eval", "final.json"), "w") as f:
+    json.dump({"step": 24, "results": {"frozenlake": summary}}, f)
+  assert [(e.tag, e.step) for e in load_run(d).evals] == [("start", 0), ("step_12", 12), ("final", 24),
+                                                           ("step_24", 24)]
+
+
 def test_load_run_errors(tmp_path):
   with pytest.raises(FileNotFoundError):
     load_run(str(tmp_path / "missing"))
