@@ -43,7 +43,11 @@ def prepare_seed_dir(run_dir: str, sft_run: str) -> bool:
 
 def run_child(cmd: list[str]) -> tuple[int, float, float]:
   """Runs ``cmd``; (exit code, wall seconds, peak RSS in GiB of the child). A stop request reaching this process
-  is passed on to the child as SIGTERM before this process stops."""
+  is passed on to the child as SIGTERM before this process stops.
+
+  The peak is Linux's ``ru_maxrss`` of the child, which counts the spawning process's RSS at the spawn (exec
+  records the high-water mark of the memory it replaces): it is the child's own peak whenever that is larger, as
+  for a trainer started by ``launch/rl_seeds.py`` (which stays at ~0.2 GiB)."""
   t0 = time.perf_counter()
   proc = subprocess.Popen(cmd)
   try:
