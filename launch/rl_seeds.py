@@ -86,6 +86,7 @@ def main(argv):
   interrupts.install()
   import json
 
+  from codjax.eval.plots import RL_EFFECT_FILE
   from codjax.eval.rl_seeds import RUN_RECORD, format_table, read_row, summary
   from codjax.train.config import validate
   from codjax.train.seed_runs import prepare_seed_dir, run_child
@@ -120,7 +121,7 @@ def main(argv):
   try:
     for i, seed in enumerate(seeds):
       run_dir = os.path.join(out_root, f"seed{seed}")
-      if os.path.isfile(os.path.join(run_dir, "eval", "rl_effect.json")):
+      if os.path.isfile(os.path.join(run_dir, "eval", RL_EFFECT_FILE)):
         print(f"[rl_seeds] seed {seed}: finished earlier in {run_dir}", flush=True)
       else:
         resume = prepare_seed_dir(run_dir, sft_run)

@@ -14,6 +14,8 @@ import dataclasses
 import json
 import os
 
+from codjax.eval.plots import RL_EFFECT_FILE, load_eval, load_rl_effect
+
 RUN_RECORD = "rl_seed.json"  # the launcher's record of a seed's child process (wall time, peak RSS, command)
 
 
@@ -38,33 +40,32 @@ class SeedRow:
     return self.mean / self.se if self.se > 0 else float("nan")
 
 
-def _load(path: str) -> dict:
+def _require(path: str) -> str:
   if not os.path.isfile(path):
     raise FileNotFoundError(f"{path} is missing: the run did not finish its evaluations (an RL-effect row needs "
                             "eval/start.json, eval/final.json and eval/rl_effect.json, i.e. eval.at_start and "
                             "eval.at_end)")
-  try:
-    with open(path) as f:
-      return json.load(f)
-  except ValueError as e:
-    raise ValueError(f"{path}: not JSON ({e})") from None
+  return path
 
 
 def read_row(run_dir: str, seed: int, label: str | None = None) -> SeedRow:
   """The row of one finished RL run (``label``: which evaluation label; default the only one there is)."""
   ev = os.path.join(run_dir, "eval")
-  effect = _load(os.path.join(ev, "rl_effect.json"))
+  effect = load_rl_effect(_require(os.path.join(ev, RL_EFFECT_FILE)))
   if label is None:
     if len(effect) != 1:
-      raise ValueError(f"{ev}/rl_effect.json holds labels {sorted(effect)}: name one")
+      raise ValueError(f"{ev}/{RL_EFFECT_FILE} holds labels {sorted(effect)}: name one")
     label = next(iter(effect))
   if label not in effect:
-    raise ValueError(f"{ev}/rl_effect.json has no label {label!r} (it has {sorted(effect)})")
+    raise ValueError(f"{ev}/{RL_EFFECT_FILE} has no label {label!r} (it has {sorted(effect)})")
   e = effect[label]
-  start = _load(os.path.join(ev, "start.json"))["results"][label]
-  final = _load(os.path.join(ev, "final.json"))["results"][label]
+  start = load_eval(_require(os.path.join(ev, "start.json"))).results[label]
+  final = load_eval(_require(os.path.join(ev, "final.json"))).results[label]
   rec_path = os.path.join(run_dir, RUN_RECORD)
-  rec = _load(rec_path) if os.path.isfile(rec_path) else {}
+  rec = {}
+  if os.path.isfile(rec_path):
+    with open(rec_path) as f:
+      rec = json.load(f)
   return SeedRow(seed=int(seed), run_dir=run_dir, label=label, n=int(e["n"]), before=float(start["mean_reward"]),
                  after=float(final["mean_reward"]), mean=float(e["mean"]), se=float(e["se"]),
                  per_position=tuple(float(m) for m, _ in e["per_position"]),
