@@ -45,7 +45,7 @@ checks every field with a clear error (before any model is built), and the launc
              ref_model_path (the KL reference: '' = the model RL starts from, i.e. the SFT model after a warm
              start, else model.path; or an HF dir), teachers (opd only: data-env label -> teacher HF dir),
              entropy_coef, router_aux_coef (MoE models: weight of the load-balancing loss; 0 = off)
-  optim      learning_rate, warmup_steps, schedule, weight_decay, b1, b2, eps, max_grad_norm
+  optim      learning_rate, warmup_steps, schedule, weight_decay, b1, b2, eps, max_grad_norm (RL; SFT has its own)
   train      seq_len T, num_microbatches, pack (sequence packing vs one episode per row)
   eval       every (steps; 0 = never), at_start, at_end, num_packs, pack_size, packing (cod | ralph_sample |
              ralph_full: the Ralph loop repeats one task at every position), temperature, top_p, envs (default:
@@ -56,7 +56,8 @@ checks every field with a clear error (before any model is built), and the launc
   checkpoint every, max_to_keep, export_hf
   sft        steps, batch_size, learning_rate, warmup_steps, schedule, num_packs (expert packs),
              expert_random_frac (fraction of expert actions replaced by random ones), teacher_params (expert
-             constructor arguments by environment name), num_microbatches, seq_len, log_every
+             constructor arguments by environment name), num_microbatches, seq_len, log_every,
+             max_grad_norm (global-norm clip of the SFT gradient, separate from the RL step's optim.max_grad_norm)
   log        every, tensorboard, progress
 """
 
@@ -174,7 +175,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.sft = ml_collections.ConfigDict(dict(steps=0, batch_size=16, learning_rate=1e-3, warmup_steps=20,
                                          schedule="cosine", num_packs=1000, expert_random_frac=0.0,
                                          teacher_params={}, num_microbatches=1,
-                                         seq_len=1024, log_every=50))
+                                         seq_len=1024, log_every=50, max_grad_norm=1.0))
   c.log = ml_collections.ConfigDict(dict(every=1, tensorboard=True, progress=True))
   return c
 
@@ -439,6 +440,7 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(ck.every >= 0 and ck.max_to_keep >= 1, "checkpoint.every must be >= 0 and max_to_keep >= 1")
   s = c.sft
   _req(s.steps >= 0 and s.batch_size >= 1 and s.learning_rate > 0 and s.num_packs >= 0, "sft: bad steps/batch/lr")
+  _req(s.max_grad_norm > 0, f"sft.max_grad_norm must be > 0, got {s.max_grad_norm!r}")
   _req(0.0 <= s.expert_random_frac <= 1.0, "sft.expert_random_frac must be in [0, 1]")
   env_names_used = {e.name for e in c.data.envs.values()} | {e.name for e in c.eval.envs.values()}
   for name, params in s.teacher_params.items():

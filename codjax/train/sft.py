@@ -127,7 +127,7 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
   opt = make_optimizer(OptimizerConfig(learning_rate=float(s.learning_rate), warmup_steps=int(s.warmup_steps),
                                        schedule=str(s.schedule), total_steps=int(s.steps),
                                        weight_decay=float(cfg.optim.weight_decay),
-                                       max_grad_norm=float(cfg.optim.max_grad_norm)))
+                                       max_grad_norm=float(s.max_grad_norm)))
   graphdef, state = init_train_state(model, opt)
   state = jax.device_put(state, state_shardings(state, mesh, PARAM_LOGICAL_AXES))
   step_cfg = StepConfig(loss="sft", loss_cfg=LossConfig(), num_microbatches=int(s.num_microbatches),
