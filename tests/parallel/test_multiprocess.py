@@ -181,4 +181,7 @@ def test_the_main_job_runs_two_steps_on_two_processes_and_only_process_0_writes(
     for k in ("reward_mean", "generated_tokens", "batch/tokens", "batch/loss_tokens", "hint_parse_rate"):
       assert g.get(k) == w.get(k), (g["step"], k)
     assert g["train/loss"] == pytest.approx(w["train/loss"], rel=1e-4, abs=1e-6)
-    assert g["train/grad_norm"] == pytest.approx(w["train/grad_norm"], rel=1e-4)
+    # abs: the main job's KL term to the SFT policy is zero at the first step up to rounding, and the reference
+    # forward rounds differently on 2 processes x 4 devices than in one process (a 1.7e-9 gradient against 0.0
+    # when every advantage of the shrunk run is zero)
+    assert g["train/grad_norm"] == pytest.approx(w["train/grad_norm"], rel=1e-4, abs=1e-7)
