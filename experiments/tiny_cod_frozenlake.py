@@ -1,12 +1,12 @@
 """Tiny CPU CoD experiment (the README's main job): tiny Qwen3 -> SFT warm start -> CoD RL -> final eval.
 
-Everything runs on 2 CPU cores in 15-17 minutes on an AVX-512 host (15 min 31 s on an Intel Xeon, 16 min 48 s -
-17 min 14 s on an AMD EPYC, 2026-12-06; over an hour on a 2 GHz AVX2 one; README "What the main job shows"): after
-SFT the solve reward rises with the pack position; on the AVX2 host 36 CoD RL steps raise the mean solve reward by
-+0.079 +- 0.011 (paired over 600 test packs, +7.1 s.e.; RL seeds 1 and 2 +8.7 / +7.0 s.e., the other SFT data
-order +3.6 s.e.); on the Intel AVX-512 host by +0.077 +- 0.010 (+7.6 s.e.; RL seeds 1 / 2 / 3 +8.1 / +6.9 / +7.2
-s.e., the other SFT data order +7.0 s.e.); on the AMD AVX-512 host, whose kernels give another SFT model, seed 0
-gains +6.7 s.e. but RL seeds 1 and 2 +1.3 and -6.9 s.e. (the other SFT data order +7.9 s.e.).
+Everything runs on 2 CPU cores in 15-17 minutes on an AVX-512 host (README "What the main job shows"; over an hour
+on a 2 GHz AVX2 one): after SFT the solve reward rises with the pack position, and 36 CoD RL steps raise the mean
+solve reward. With this recipe (RL gradient clipped at 0.025, a k3 KL term 0.02 to the SFT policy; 2026-12-07) on
+the AMD AVX-512 host the paired RL effect over 600 test packs is +4.7 / +3.1 / +3.3 s.e. for RL seeds 0 / 1 / 2
+from one SFT model and +4.0 s.e. for the other SFT data order, where the previous recipe (neither) gave +6.7 /
++1.3 / -6.9 and +4.9; the previous recipe gained +6.9 to +8.3 s.e. on every seed and order tried on the Intel
+AVX-512 host and +3.6 to +8.7 on the AVX2 one, where this one is not yet measured.
 The environment is FrozenLake-Obscure's ``tiny`` preset (codjax/envs/frozenlake/presets.py: 3-4 side maps with few
 holes, a step budget of shortest path + 1, relative move feedback, compact text), because a randomly
 initialized 1-2M-parameter model cannot learn the paper's train preset on CPU in minutes
