@@ -6,6 +6,7 @@ SFT model, and only a 1e-12 SFT clip freezes it (Adam's update of a 1e-12-norm g
 """
 
 import numpy as np
+import pytest
 from safetensors.numpy import load_file
 
 from codjax.models import from_pretrained
@@ -13,6 +14,8 @@ from codjax.models.tokenizer import load_tokenizer
 from codjax.parallel import mesh_from_config
 from codjax.train.data import env_specs
 from codjax.train.sft import run_sft
+
+pytestmark = pytest.mark.slow  # three short SFT runs (~40 s): training runs belong to the slow part
 
 _SFT = {"sft.steps": 3, "sft.batch_size": 2, "sft.num_packs": 4, "sft.seq_len": 384, "sft.learning_rate": 1e-2,
         "sft.warmup_steps": 0, "sft.schedule": "constant", "log.tensorboard": False,
