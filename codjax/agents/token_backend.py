@@ -20,7 +20,7 @@ import itertools
 from typing import Sequence
 
 from codjax.agents.episode import Episode, episode_seeds
-from codjax.models.tokenizer import ChatDeltaRenderer, encode_chat
+from codjax.models.tokenizer import ChatDeltaRenderer, render_chat
 from codjax.rollout.base import SamplingParams
 
 _ids = itertools.count(1)
@@ -44,29 +44,44 @@ class _TokenRecorder:
     self.kw = template_kwargs or {}
     self.renderer = ChatDeltaRenderer(tokenizer, **self.kw)
 
-  def _extend(self, ep: Episode) -> int:
-    """Appends the not-yet-rendered messages to ``ep.tokens``; returns how many tokens were added."""
+  def _pending_text(self, ep: Episode) -> str:
+    """The text of ``ep``'s not-yet-rendered messages: the whole templated conversation on its first turn,
+    else the delta after its last reply (``ChatDeltaRenderer``)."""
     st: _TokState | None = ep.backend_state
     if st is None:
-      ids = encode_chat(self.tok, ep.messages, add_generation_prompt=True, **self.kw)
-      ep.backend_state = _TokState(session=next(_ids), n_messages=len(ep.messages))
-      ep.tokens, ep.loss_mask, ep.logprobs = list(ids), [0] * len(ids), [0.0] * len(ids)
-      return len(ids)
+      return render_chat(self.tok, ep.messages, True, **self.kw)
     new_msgs = ep.messages[st.n_messages:]
     if any(m["role"] == "assistant" for m in new_msgs):
       raise RuntimeError("assistant messages must come from this backend (token in, token out)")
-    ids = self.renderer.delta_ids(new_msgs, after_assistant=True)
+    return self.renderer.delta_text(new_msgs, after_assistant=True)
+
+  def _append(self, ep: Episode, ids: Sequence[int]) -> None:
+    """Appends the rendered pending messages' tokens ``ids`` to ``ep`` (prompt tokens: mask 0)."""
+    st: _TokState | None = ep.backend_state
+    if st is None:
+      ep.backend_state = _TokState(session=next(_ids), n_messages=len(ep.messages))
+      ep.tokens, ep.loss_mask, ep.logprobs = list(ids), [0] * len(ids), [0.0] * len(ids)
+      return
     ep.tokens += ids
     ep.loss_mask += [0] * len(ids)
     ep.logprobs += [0.0] * len(ids)
     st.n_messages = len(ep.messages)
-    return len(ids)
+
+  def _encode_many(self, texts: Sequence[str]) -> list[list[int]]:
+    """``tok.encode(t, add_special_tokens=False)`` of each text, as one batch (the Rust tokenizer encodes a
+    batch on all cores; the same ids as one call per text)."""
+    if not texts:
+      return []
+    return [list(x) for x in self.tok(list(texts), add_special_tokens=False)["input_ids"]]
 
   def _prepare(self, episodes: Sequence[Episode]) -> list[int]:
-    """Renders pending turns; returns the indices of episodes that still fit the prompt budget."""
+    """Renders pending turns (tokenized as one batch); returns the indices of episodes that still fit the
+    prompt budget."""
+    texts = [self._pending_text(ep) for ep in episodes]
+    for ep, ids in zip(episodes, self._encode_many(texts)):
+      self._append(ep, ids)
     run = []
     for i, ep in enumerate(episodes):
-      self._extend(ep)
       if len(ep.tokens) >= self.max_prompt_tokens:
         ep.budget_exhausted = True
         continue
@@ -205,9 +220,9 @@ class TokenizingBackend(_TokenRecorder):
     texts = [""] * len(episodes)
     run = self._prepare(episodes)
     replies = self.inner.respond([episodes[i] for i in run]) if run else []
-    for i, text in zip(run, replies):
+    for i, reply_ids in zip(run, self._encode_many(replies)):
       ep = episodes[i]
-      ids = self.tok.encode(text, add_special_tokens=False) + [self.eos_id]
+      ids = reply_ids + [self.eos_id]
       limit = min(self.max_response_tokens, self.max_prompt_tokens - len(ep.tokens))
       texts[i] = self._record(ep, ids, [0.0] * len(ids), limit)
     return texts
