@@ -76,6 +76,9 @@ def get_config():
   # (benchmarks/README.md "Eager recompiles and packing")
   c.train.pack = True
   c.train.num_microbatches = 4  # RL: 224 episodes per step in 4 slices, peak RSS 4.6 GB instead of 11.9 GB
+  # the LM head at every position (the default): at this 1,408-entry vocabulary "loss_tokens" saves only ~5 %
+  # of a step (benchmarks/README.md "LM head at the loss tokens") and would change the recorded runs' rounding
+  c.train.logits = "all"
   # 3,000 steps (48k episodes, ~1.4 passes over the 35k): at 2,000 the warm start depended on the data order
   # (another order's model used its hints half as well, pos3 - pos0 +0.08 against +0.17, and RL did not improve
   # it); that order's model after 3,000 steps: mean 0.292, pos3 - pos0 +0.24, and 30 RL steps +0.057 +- 0.010

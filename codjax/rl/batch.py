@@ -9,6 +9,11 @@ Sequences longer than T are cut to T (their tail loss tokens are dropped) and co
 
 ``seq_token_count`` gives every token the number of loss tokens of its sequence, which makes
 sequence-mean-token-mean aggregation exact with packed rows (``codjax.rl.losses``).
+
+``loss_index`` (optional, ``assemble_batch(loss_index=True)``): [B, M] int32, row b's loss-token columns in
+order, then 0 (padding); M is the most loss tokens of any row rounded up to a multiple of max(16, T / 8), so a
+batch shape compiles at most 8 widths. The train step and the reference scorer then compute the vocabulary
+products only there (``codjax.rl.logprobs.shifted_token_logprobs(index_bm=...)``).
 """
 
 from __future__ import annotations
@@ -43,14 +48,36 @@ def length_bucket(n: int, max_len: int, step: int = 64) -> int:
   return int(min(max_len, max(step, -(-n // step) * step)))
 
 
+def loss_index_width(max_count: int, seq_len: int) -> int:
+  """M of ``loss_index``: ``max_count`` rounded up to a multiple of max(16, seq_len // 8), at most seq_len."""
+  q = max(16, seq_len // 8)
+  return int(min(seq_len, max(q, -(-max_count // q) * q)))
+
+
+def loss_index(loss_mask_bt: np.ndarray) -> np.ndarray:
+  """[B, M] int32: each row's columns with a nonzero loss mask, in order, padded with 0 (module docstring).
+  Column 0 is left out: nothing precedes it, so its logprob is 0 on both paths, and 0 is free to mean padding."""
+  mask = np.asarray(loss_mask_bt) != 0
+  if mask.ndim != 2:
+    raise ValueError(f"loss_mask must be [B, T], got shape {mask.shape}")
+  mask[:, 0] = False
+  counts = mask.sum(axis=1)
+  out = np.zeros((mask.shape[0], loss_index_width(int(counts.max(initial=0)), mask.shape[1])), np.int32)
+  for r in np.nonzero(counts)[0]:
+    cols = np.nonzero(mask[r])[0]
+    out[r, :len(cols)] = cols
+  return out
+
+
 def assemble_batch(seqs: Sequence[TrainSequence], seq_len: int, *, pack: bool = True, row_multiple: int = 1,
-                   with_teacher: bool = False, num_rows: int | None = None, bucket_len: bool = False
-                   ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+                   with_teacher: bool = False, num_rows: int | None = None, bucket_len: bool = False,
+                   with_loss_index: bool = False) -> tuple[dict[str, np.ndarray], dict[str, float]]:
   """Returns (batch arrays, stats). See module docstring.
 
   ``num_rows`` fixes the row count (constant shapes); the sequences must then fit (see ``fill_rows``).
   ``bucket_len`` (with ``pack=False``) shortens rows to ``length_bucket`` of the longest sequence: attention
-  cost grows with the row length, so one-episode rows of a bucketed length beat long packed rows on CPU."""
+  cost grows with the row length, so one-episode rows of a bucketed length beat long packed rows on CPU.
+  ``with_loss_index`` adds ``loss_index`` (module docstring)."""
   if bucket_len and not pack and seqs:
     seq_len = length_bucket(max(len(s.tokens) for s in seqs), seq_len)
   if seq_len < 2:
@@ -115,6 +142,8 @@ def assemble_batch(seqs: Sequence[TrainSequence], seq_len: int, *, pack: bool = 
           raise ValueError("with_teacher=True but a sequence has no teacher_logprobs")
         out["teacher_logprobs"][r, sl] = np.asarray(s.teacher_logprobs[:n], np.float32) * mask
       col += n
+  if with_loss_index:
+    out["loss_index"] = loss_index(out["loss_mask"])
   real = sum(lens)
   stats = {"sequences": float(len(seqs)), "rows": float(n_rows), "truncated_sequences": float(cut),
            "dropped_loss_tokens": float(dropped_loss_tokens), "tokens": float(real),

@@ -75,17 +75,43 @@ def token_logprobs_and_entropy(hidden_btd, w_dv, targets_bt, *, temperature: flo
 
 
 def shifted_token_logprobs(model, tokens_bt, positions_bt=None, segment_ids_bt=None, *, temperature=1.0,
-                           num_chunks: int = 1, with_aux: bool = False):
+                           num_chunks: int = 1, with_aux: bool = False, index_bm=None):
   """logp[b, t] = log pi(tokens[b, t] | tokens[b, <t]) (0 at t = 0), and the entropy at the same places;
-  ``with_aux``: also the model's auxiliary loss (the MoE load-balancing loss, ``hidden_states_and_aux``)."""
+  ``with_aux``: also the model's auxiliary loss (the MoE load-balancing loss, ``hidden_states_and_aux``).
+
+  ``index_bm`` (int [B, M], ``loss_index``): only the positions t = index[b, m] >= 1 are scored (0 entries are
+  padding); logp and entropy are 0 elsewhere. The LM head and its softmax then run on B M rows instead of B T:
+  a loss that weights only those positions (the masked losses of ``codjax.rl.losses``) gets the same value and
+  gradient up to float rounding, for the vocabulary products of a fraction of the tokens (SFT and RL train only
+  on the replies, ~20 % of a CoD episode's tokens)."""
   aux = None
   if with_aux:
     hidden, aux = model.hidden_states_and_aux(tokens_bt, positions_bt, segment_ids_bt)
   else:
     hidden = model.hidden_states(tokens_bt, positions_bt, segment_ids_bt)
+  if index_bm is not None:
+    logp, ent = _indexed_logprobs(model, hidden, tokens_bt, index_bm, temperature, num_chunks)
+    return (logp, ent, aux) if with_aux else (logp, ent)
   nxt = jnp.roll(tokens_bt, -1, axis=1)
   logp, ent = token_logprobs_and_entropy(hidden, model.lm_head_weight(), nxt, temperature=temperature,
                                          num_chunks=num_chunks, compute_dtype=model.cfg.jnp_dtype)
   pad = jnp.zeros_like(logp[:, :1])
   out = jnp.concatenate([pad, logp[:, :-1]], axis=1), jnp.concatenate([pad, ent[:, :-1]], axis=1)
   return out + (aux,) if with_aux else out
+
+
+def _indexed_logprobs(model, hidden_btd, tokens_bt, index_bm, temperature, num_chunks):
+  """``shifted_token_logprobs`` at the positions ``index_bm`` only (see there), scattered back to [B, T]."""
+  index_bm = index_bm.astype(jnp.int32)
+  h_bmd = jnp.take_along_axis(hidden_btd, jnp.maximum(index_bm - 1, 0)[..., None], axis=1)
+  targets_bm = jnp.take_along_axis(tokens_bt, index_bm, axis=1)
+  logp_bm, ent_bm = token_logprobs_and_entropy(h_bmd, model.lm_head_weight(), targets_bm, temperature=temperature,
+                                               num_chunks=num_chunks, compute_dtype=model.cfg.jnp_dtype)
+  valid = index_bm > 0
+  rows = jnp.arange(tokens_bt.shape[0])[:, None]
+
+  def scatter(x_bm):
+    zeros = jnp.zeros(tokens_bt.shape, x_bm.dtype)
+    return zeros.at[rows, index_bm].add(jnp.where(valid, x_bm, 0.0))  # padding adds 0 at t = 0
+
+  return scatter(logp_bm), scatter(ent_bm)

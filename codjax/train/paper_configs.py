@@ -58,6 +58,9 @@ def _paper_rl_common(c: ml_collections.ConfigDict) -> None:
   c.cod.hint_penalty = 0.1  # T1: hint length-penalty coefficient 0.1
   c.cod.protocol = "full"
   c.rollout.temperature = 1.0  # T1: sampling temperature 1.0
+  # the LM head only at the loss tokens (the replies): Qwen's 151k-entry vocabulary makes it a large share of
+  # the step, and the loss reads nothing else (benchmarks/README.md "LM head at the loss tokens")
+  c.train.logits = "loss_tokens"
   c.rollout.top_p, c.rollout.top_k = 1.0, 0  # no truncation (T1 lists none)
   c.rollout.sync_interval = 4  # T1: synchronization interval 4
   c.rollout.vllm.dtype = "bfloat16"  # rollout engines bfloat16 (cod_reference 4.1)

@@ -58,39 +58,44 @@ class FrozenPolicy:
     self.state = state
     self._fns: dict[int, object] = {}
 
-  def _fn(self, num_chunks: int):
-    if num_chunks not in self._fns:
+  def _fn(self, num_chunks: int, indexed: bool = False):
+    key = (num_chunks, indexed)
+    if key not in self._fns:
       fn = functools.partial(_score, self._graphdef, self.temperature, self.vocab_chunks, num_chunks)
       if self.mesh is None:
-        self._fns[num_chunks] = jax.jit(fn)
+        self._fns[key] = jax.jit(fn)
       else:
         b = self._batch_sh
-        self._fns[num_chunks] = jax.jit(fn, in_shardings=(self._state_sh, b, b, b), out_shardings=b)
-    return self._fns[num_chunks]
+        self._fns[key] = jax.jit(fn, in_shardings=(self._state_sh,) + (b,) * (4 if indexed else 3), out_shardings=b)
+    return self._fns[key]
 
   def logprobs(self, batch: dict, num_chunks: int = 1, masked: bool = True) -> jax.Array:
     """[B, T] float32 logprobs of ``batch["tokens"]`` (times ``batch["loss_mask"]`` when ``masked``: 0 off the
-    loss tokens). B must be a multiple of ``num_chunks`` (times the data * fsdp shards on a mesh)."""
+    loss tokens). B must be a multiple of ``num_chunks`` (times the data * fsdp shards on a mesh). A masked call
+    on a batch with ``loss_index`` scores only those positions (``codjax.rl.batch``): the same values."""
     rows = batch["tokens"].shape[0]
     shards = 1 if self.mesh is None else batch_shards(self.mesh)
     if num_chunks < 1 or rows % (num_chunks * shards):
       raise ValueError(f"{rows} batch rows cannot be split into {num_chunks} chunk(s) x {shards} shard(s)")
-    fields = ("tokens", "positions", "segment_ids") + (("loss_mask",) if masked else ())
+    indexed = masked and "loss_index" in batch
+    scored = ("tokens", "positions", "segment_ids") + (("loss_index",) if indexed else ())
+    fields = scored + (("loss_mask",) if masked else ())
     args = device_batch({k: batch[k] for k in fields}, self.mesh)  # global arrays with several processes
-    logp = self._fn(int(num_chunks))(self.state, *(args[k] for k in fields[:3]))
+    logp = self._fn(int(num_chunks), indexed)(self.state, *(args[k] for k in scored))
     return logp * args["loss_mask"].astype(logp.dtype) if masked else logp
 
 
-def _score(graphdef, temperature, vocab_chunks, num_chunks, state, tokens_bt, positions_bt, segment_ids_bt):
+def _score(graphdef, temperature, vocab_chunks, num_chunks, state, tokens_bt, positions_bt, segment_ids_bt,
+           index_bm=None):
   model = nnx.merge(graphdef, state)
 
   def one(xs):
-    tokens, positions, segment_ids = xs
+    tokens, positions, segment_ids, index = xs
     logp, _ = shifted_token_logprobs(model, tokens, positions, segment_ids, temperature=temperature,
-                                     num_chunks=vocab_chunks)
+                                     num_chunks=vocab_chunks, index_bm=index)
     return logp
 
-  xs = (tokens_bt, positions_bt, segment_ids_bt)
+  xs = (tokens_bt, positions_bt, segment_ids_bt, index_bm)
   if num_chunks == 1:
     logp = one(xs)
   else:  # row slices one after the other (the train step's microbatches)

@@ -153,7 +153,8 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
       pos = 0
     chunk = [seqs[i] for i in schedule[pos]]
     pos += 1
-    batch, bstats = assemble_batch(chunk, int(s.seq_len), pack=False, bucket_len=True, num_rows=num_rows)
+    batch, bstats = assemble_batch(chunk, int(s.seq_len), pack=False, bucket_len=True, num_rows=num_rows,
+                                   with_loss_index=str(cfg.train.logits) == "loss_tokens")
     if step_fn is None:
       step_fn = make_train_step(graphdef, opt, step_cfg, state, mesh, batch_fields=tuple(sorted(batch)))
     state, out = step_fn(state, device_batch(batch, mesh))

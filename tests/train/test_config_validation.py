@@ -79,6 +79,7 @@ def test_teacher_params_must_name_a_configured_environment():
     ({"algorithm.dual_clip": 3.0}, "dual_clip applies to the ppo loss only"),
     ({"algorithm.teachers": {"main": "/t"}}, "teachers is only used by the opd loss"),
     ({"sft.max_grad_norm": 0.0}, "sft.max_grad_norm must be > 0"),
+    ({"train.logits": "loss"}, "train.logits must be one of"),
     # unknown (misspelt or removed) fields are rejected, never ignored
     ({"algorithm.kl_coeff": 0.1}, r"algorithm: unknown field\(s\) \['kl_coeff'\]"),
     ({"rollout.vllm.tp": 2}, r"rollout.vllm: unknown field\(s\) \['tp'\]"),
@@ -94,6 +95,7 @@ def test_fields_with_effect_validate():
   validate(_cfg(**{"algorithm.loss": "ppo", "algorithm.dual_clip": 3.0}))
   validate(_cfg(**{"algorithm.kl_type": "k2", "algorithm.kl_coef": 0.05}))
   validate(_cfg(**{"sft.max_grad_norm": 0.5}))
+  validate(_cfg(**{"train.logits": "loss_tokens"}))
   validate(_cfg(**{"data.envs.main.params": {"any_constructor_argument": 1}}))  # free-form blocks stay free
 
 

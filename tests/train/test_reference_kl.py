@@ -105,14 +105,16 @@ def test_ref_model_path_must_be_an_hf_dir(tmp_path, tiny_train_model, train_conf
 
 
 @pytest.mark.slow  # a 3-step training run
-def test_kl_to_the_reference_grows_as_the_policy_moves(tmp_path, tiny_train_model, train_config):
+@pytest.mark.parametrize("logits", ["all", "loss_tokens"])
+def test_kl_to_the_reference_grows_as_the_policy_moves(tmp_path, tiny_train_model, train_config, logits):
   """kl_coef > 0 with a large learning rate: at step 1 the policy is the reference (KL ~ 0); the reported KL
   then grows step after step, while the KL to the rollout policy (approx_kl, one update per rollout) stays ~0.
-  Every batch carries the reference's logprobs, which stay those of the starting checkpoint."""
+  Every batch carries the reference's logprobs, which stay those of the starting checkpoint; with
+  ``train.logits="loss_tokens"`` the policy and the reference score the loss tokens only (``loss_index``)."""
   steps = 3  # measured: k3 KL 7e-15, 0.07, 0.37 (and 0.54 at step 4); approx_kl ~1e-14 throughout
   cfg = train_config(tmp_path / "run", tiny_train_model, **{
       "algorithm.kl_type": "k3", "algorithm.kl_coef": 0.01, "optim.learning_rate": 3e-2, "total_steps": steps,
-      "checkpoint.every": 0, "rollout.temperature": TEMPERATURE})
+      "checkpoint.every": 0, "rollout.temperature": TEMPERATURE, "train.logits": logits})
   t = Trainer(cfg)
   batches = []
   step_fn = t._step_fn
@@ -136,6 +138,7 @@ def test_kl_to_the_reference_grows_as_the_policy_moves(tmp_path, tiny_train_mode
   # the batches' reference logprobs: the starting checkpoint's, by an independent forward, at steps 1 and last
   for b in (batches[0], batches[-1]):
     assert "ref_logprobs" in b
+    assert ("loss_index" in b) == (logits == "loss_tokens")
     checked = 0
     for r in range(b["tokens"].shape[0]):
       for seg in set(b["segment_ids"][r].tolist()) - {0}:
