@@ -1,6 +1,6 @@
 """Tiny CPU CoD experiment (the README's main job): tiny Qwen3 -> SFT warm start -> CoD RL -> final eval.
 
-Everything runs on 2 CPU cores in 15-17 minutes on an AVX-512 host (README "What the main job shows"; over an hour
+Everything runs on 2 CPU cores in 14-18 minutes on an AVX-512 host (README "What the main job shows"; over an hour
 on a 2 GHz AVX2 one): after SFT the solve reward rises with the pack position, and 36 CoD RL steps raise the mean
 solve reward. With this recipe (RL gradient clipped at 0.025, a k3 KL term 0.02 to the SFT policy; 2026-12-07) on
 the AMD AVX-512 host the paired RL effect over 600 test packs is +4.7 / +3.1 / +3.3 s.e. for RL seeds 0 / 1 / 2

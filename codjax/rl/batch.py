@@ -10,7 +10,7 @@ Sequences longer than T are cut to T (their tail loss tokens are dropped) and co
 ``seq_token_count`` gives every token the number of loss tokens of its sequence, which makes
 sequence-mean-token-mean aggregation exact with packed rows (``codjax.rl.losses``).
 
-``loss_index`` (optional, ``assemble_batch(loss_index=True)``): [B, M] int32, row b's loss-token columns in
+``loss_index`` (optional, ``assemble_batch(with_loss_index=True)``): [B, M] int32, row b's loss-token columns in
 order, then 0 (padding); M is the most loss tokens of any row rounded up to a multiple of max(16, T / 8), so a
 batch shape compiles at most 8 widths. The train step and the reference scorer then compute the vocabulary
 products only there (``codjax.rl.logprobs.shifted_token_logprobs(index_bm=...)``).

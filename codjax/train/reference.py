@@ -56,7 +56,7 @@ class FrozenPolicy:
       self._batch_sh = batch_shardings({"tokens": None}, mesh)["tokens"]
       state = jax.device_put(state, self._state_sh)
     self.state = state
-    self._fns: dict[int, object] = {}
+    self._fns: dict[tuple[int, bool], object] = {}  # (row chunks, scored at loss_index only)
 
   def _fn(self, num_chunks: int, indexed: bool = False):
     key = (num_chunks, indexed)
@@ -66,7 +66,8 @@ class FrozenPolicy:
         self._fns[key] = jax.jit(fn)
       else:
         b = self._batch_sh
-        self._fns[key] = jax.jit(fn, in_shardings=(self._state_sh,) + (b,) * (4 if indexed else 3), out_shardings=b)
+        batch_in = (b,) * (4 if indexed else 3)
+        self._fns[key] = jax.jit(fn, in_shardings=(self._state_sh,) + batch_in, out_shardings=b)
     return self._fns[key]
 
   def logprobs(self, batch: dict, num_chunks: int = 1, masked: bool = True) -> jax.Array:
