@@ -295,3 +295,19 @@ def greedy_programs(graphdef, batch: int, prompt_len: int, new_tokens: int):
     return jax.lax.fori_loop(1, n, body, (out, tok, caches))[0]
 
   return prefill, generate
+
+
+def synthetic_episodes(rng, n: int, mean_len: int, vocab: int):
+  """``n`` synthetic episodes of ~``mean_len`` tokens (the main job's lengths), the last fifth in the loss."""
+  import numpy as np
+
+  from codjax.rl.batch import TrainSequence
+
+  out = []
+  for _ in range(n):
+    length = int(np.clip(rng.normal(mean_len, 0.35 * mean_len), 40, 500))
+    mask = np.zeros(length, np.float32)
+    mask[int(0.8 * length):] = 1
+    out.append(TrainSequence(tokens=rng.integers(0, vocab, length).tolist(), loss_mask=mask,
+                             old_logprobs=np.full(length, -1.0, np.float32), advantage=float(rng.normal())))
+  return out

@@ -23,7 +23,7 @@ from __future__ import annotations
 from absl import app
 from absl import flags
 
-from common import host_line, interleaved, jax_sync, pin_threads, print_table
+from common import host_line, interleaved, jax_sync, pin_threads, print_table, synthetic_episodes
 
 _ROUNDS = flags.DEFINE_integer("rounds", 5, "timed rounds per setting (interleaved)")
 _WARMUP = flags.DEFINE_integer("warmup", 1, "untimed calls per setting before timing (compilation)")
@@ -32,22 +32,6 @@ _PARTS = flags.DEFINE_list("parts", ["rl", "sft"], "steps to time: rl, sft")
 _SEED = flags.DEFINE_integer("seed", 0, "weights and data seed")
 
 SETTINGS = (("xla", True), ("blockwise", True), ("xla", False), ("blockwise", False))
-
-
-def episodes(rng, n: int, mean_len: int, vocab: int):
-  """``n`` synthetic episodes of ~``mean_len`` tokens (the main job's lengths), the last fifth in the loss."""
-  import numpy as np
-
-  from codjax.rl.batch import TrainSequence
-
-  out = []
-  for _ in range(n):
-    length = int(np.clip(rng.normal(mean_len, 0.35 * mean_len), 40, 500))
-    mask = np.zeros(length, np.float32)
-    mask[int(0.8 * length):] = 1
-    out.append(TrainSequence(tokens=rng.integers(0, vocab, length).tolist(), loss_mask=mask,
-                             old_logprobs=np.full(length, -1.0, np.float32), advantage=float(rng.normal())))
-  return out
 
 
 def main(_):
@@ -67,12 +51,13 @@ def main(_):
   rng = np.random.default_rng(_SEED.value)
   workloads = []
   if "rl" in _PARTS.value:
-    batch, st = assemble_batch(episodes(rng, 224, 185, shape["vocab_size"]), 512, pack=True, row_multiple=4)
+    batch, st = assemble_batch(synthetic_episodes(rng, 224, 185, shape["vocab_size"]), 512, pack=True,
+                               row_multiple=4)
     workloads.append((f"RL step, {int(st['rows'])} packed rows x 512 (fill {st['fill']:.2f}), 4 microbatches",
                       batch, "rec_oneside_nois", 4, int(st["tokens"])))
   if "sft" in _PARTS.value:
-    batch, st = assemble_batch(episodes(rng, 16, 178, shape["vocab_size"]), 512, pack=False, bucket_len=True,
-                               num_rows=16)
+    batch, st = assemble_batch(synthetic_episodes(rng, 16, 178, shape["vocab_size"]), 512, pack=False,
+                               bucket_len=True, num_rows=16)
     workloads.append((f"SFT step, 16 rows x {batch['tokens'].shape[1]}", batch, "sft", 1, int(st["tokens"])))
   print(host_line())
   rows = []

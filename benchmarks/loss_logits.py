@@ -22,7 +22,7 @@ from __future__ import annotations
 from absl import app
 from absl import flags
 
-from common import host_line, interleaved, jax_sync, pin_threads, print_table
+from common import host_line, interleaved, jax_sync, pin_threads, print_table, synthetic_episodes
 
 _ROUNDS = flags.DEFINE_integer("rounds", 5, "timed rounds per setting (interleaved)")
 _WARMUP = flags.DEFINE_integer("warmup", 1, "untimed calls per setting before timing (compilation)")
@@ -34,23 +34,6 @@ TINY = dict(hidden_size=128, num_hidden_layers=3, num_attention_heads=4, num_key
             intermediate_size=384, tie_word_embeddings=True, vocab_size=1408)
 MID = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
            intermediate_size=768, tie_word_embeddings=False, vocab_size=32768)
-
-
-def episodes(rng, n: int, mean_len: int, vocab: int):
-  """``n`` synthetic episodes of ~``mean_len`` tokens (the main job's lengths), the last fifth in the loss
-  (``benchmarks/demo_step.py``'s workload)."""
-  import numpy as np
-
-  from codjax.rl.batch import TrainSequence
-
-  out = []
-  for _ in range(n):
-    length = int(np.clip(rng.normal(mean_len, 0.35 * mean_len), 40, 500))
-    mask = np.zeros(length, np.float32)
-    mask[int(0.8 * length):] = 1
-    out.append(TrainSequence(tokens=rng.integers(0, vocab, length).tolist(), loss_mask=mask,
-                             old_logprobs=np.full(length, -1.0, np.float32), advantage=float(rng.normal())))
-  return out
 
 
 def main(_):
@@ -65,10 +48,11 @@ def main(_):
   from codjax.rl.train_step import OptimizerConfig, StepConfig, init_train_state, make_optimizer, make_train_step
 
   def rl_batch(rng, vocab):
-    return assemble_batch(episodes(rng, 224, 185, vocab), 512, pack=True, row_multiple=4, with_loss_index=True)
+    return assemble_batch(synthetic_episodes(rng, 224, 185, vocab), 512, pack=True, row_multiple=4,
+                          with_loss_index=True)
 
   def sft_batch(rng, vocab, n=16):
-    return assemble_batch(episodes(rng, n, 178, vocab), 512, pack=False, bucket_len=True, num_rows=n,
+    return assemble_batch(synthetic_episodes(rng, n, 178, vocab), 512, pack=False, bucket_len=True, num_rows=n,
                           with_loss_index=True)
 
   rng = np.random.default_rng(_SEED.value)
