@@ -62,11 +62,9 @@ def loss_index(loss_mask_bt: np.ndarray) -> np.ndarray:
     raise ValueError(f"loss_mask must be [B, T], got shape {mask.shape}")
   mask[:, 0] = False
   counts = mask.sum(axis=1)
-  out = np.zeros((mask.shape[0], loss_index_width(int(counts.max(initial=0)), mask.shape[1])), np.int32)
-  for r in np.nonzero(counts)[0]:
-    cols = np.nonzero(mask[r])[0]
-    out[r, :len(cols)] = cols
-  return out
+  width = loss_index_width(int(counts.max(initial=0)), mask.shape[1])
+  cols = np.argsort(~mask, axis=1, kind="stable")[:, :width]  # each row's loss columns first, in order
+  return np.where(np.arange(width)[None] < counts[:, None], cols, 0).astype(np.int32)
 
 
 def assemble_batch(seqs: Sequence[TrainSequence], seq_len: int, *, pack: bool = True, row_multiple: int = 1,

@@ -134,6 +134,12 @@ def env_entry(name: str, preset: str | None = None, proportion: float = 1.0, **p
                                     "params": dict(params)})
 
 
+def logits_at_loss_tokens(cfg) -> bool:
+  """Whether the train steps run the LM head at the loss tokens only (``train.logits``; batches then carry
+  ``loss_index``, ``codjax.rl.batch``)."""
+  return str(cfg.train.logits) == "loss_tokens"
+
+
 def base_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.name = "experiment"

@@ -50,7 +50,7 @@ from codjax.eval.runner import evaluate_engine, template_kwargs
 from codjax.train import interrupts
 from codjax.train.async_rollouts import AsyncRollouts, InterruptibleEngine, episodes_of, staleness_summary
 from codjax.train.checkpoint import Checkpointer, committed_steps
-from codjax.train.config import model_compute_overrides, validate
+from codjax.train.config import logits_at_loss_tokens, model_compute_overrides, validate
 from codjax.train.config import optimizer_config, step_config  # noqa: F401  (also this module's API)
 from codjax.train.credit import apply_red
 from codjax.train.data import PackSampler, env_specs
@@ -445,7 +445,7 @@ class Trainer:
     batch, bstats = assemble_batch(seqs, int(cfg.train.seq_len), pack=bool(cfg.train.pack),
                                    row_multiple=int(cfg.train.num_microbatches) * shards,
                                    bucket_len=not cfg.train.pack, with_teacher=self.teachers is not None,
-                                   with_loss_index=str(cfg.train.logits) == "loss_tokens")
+                                   with_loss_index=logits_at_loss_tokens(cfg))
     t_ref = 0.0
     if self.reference is not None:  # log pi_ref of every loss token, for the KL term
       t0 = time.perf_counter()

@@ -23,6 +23,7 @@ from codjax.rl.batch import TrainSequence, assemble_batch, length_bucket
 from codjax.rl.losses import LossConfig
 from codjax.rl.train_step import (OptimizerConfig, StepConfig, device_batch, init_train_state, make_optimizer,
                                   make_train_step)
+from codjax.train.config import logits_at_loss_tokens
 from codjax.train.data import PackSampler
 from codjax.train.metrics import MetricWriter, Progress
 
@@ -154,7 +155,7 @@ def run_sft(cfg, model, tokenizer, specs, mesh, out_dir: str, log_dir: str):
     chunk = [seqs[i] for i in schedule[pos]]
     pos += 1
     batch, bstats = assemble_batch(chunk, int(s.seq_len), pack=False, bucket_len=True, num_rows=num_rows,
-                                   with_loss_index=str(cfg.train.logits) == "loss_tokens")
+                                   with_loss_index=logits_at_loss_tokens(cfg))
     if step_fn is None:
       step_fn = make_train_step(graphdef, opt, step_cfg, state, mesh, batch_fields=tuple(sorted(batch)))
     state, out = step_fn(state, device_batch(batch, mesh))
