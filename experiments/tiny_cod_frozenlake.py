@@ -3,8 +3,8 @@
 Everything runs on 2 CPU cores in about 14-15 minutes on an AVX-512 host (README "What the main job shows"; over an
 hour on a 2 GHz AVX2 one): after SFT the solve reward rises with the pack position, and 36 CoD RL steps raise the
 mean solve reward. With this recipe (2,400 SFT steps, the RL gradient clipped at 0.025, a k3 KL term 0.02 to the SFT
-policy; 2026-12-07) on the AMD AVX-512 host the paired RL effect over 600 test packs is +7.9 / +9.0 / +7.2 s.e. for
-RL seeds 0 / 1 / 2 from one SFT model and +4.2 s.e. for the other SFT data order; with 3,000 SFT steps (the same
+policy; 2026-12-07) on the AMD AVX-512 host the paired RL effect over 600 test packs is +7.9 / +9.0 / +7.2 / +8.0 / +6.8
+s.e. for RL seeds 0-4 from one SFT model and +4.2 s.e. for the other SFT data order; with 3,000 SFT steps (the same
 day) +4.7 / +3.1 / +3.3 and +4.0, and the recipe before the clip and the KL term +6.7 / +1.3 / -6.9 and +4.9 there.
 That earlier recipe gained +6.9 to +8.3 s.e. on every seed and order tried on the Intel AVX-512 host and +3.6 to
 +8.7 on the AVX2 one, where this one is not yet measured.
