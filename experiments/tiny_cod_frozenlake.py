@@ -81,8 +81,8 @@ def get_config():
   # of a step (benchmarks/README.md "LM head at the loss tokens") and would change the recorded runs' rounding
   c.train.logits = "all"
   # 2,400 steps (38k episodes, ~1.1 passes over the 35k; 2026-12-07, twenty-third session): the job takes ~14.5
-  # minutes instead of ~17.5 on the AMD AVX-512 host, and with the clip and the KL term below RL gains over 3 s.e.
-  # from the 2,400-step models of both data orders and for three RL seeds (README "What the main job shows").
+  # minutes instead of ~17.5 on the AMD AVX-512 host, and with the clip and the KL term above RL gains over 3 s.e.
+  # from the 2,400-step models of both data orders and for five RL seeds (README "What the main job shows").
   # At 2,000 steps (the previous recipe, no clip or KL term) the other data order's model used its hints half as
   # well (pos3 - pos0 +0.08 against +0.17) and RL did not improve it; 3,000 steps fixed that (README)
   c.sft.steps = 2400
