@@ -12,7 +12,9 @@ time (median over rounds). Engines:
   copied between cache slots, so its prefill-token column counts computed tokens only);
 * ``jax_v1``: the same engine with the kernels of before 2026-12-05 (``kernels="v1"``: every prefill padded to
   ``min_batch`` rows, power-of-two windows, YNNPACK fusions in the decode loop; ``jax`` runs the default
-  "fast2": "fast" with decode phases down to 2 rows, packed prefill and 64-position decode windows);
+  "fast3": "fast" with decode phases down to 2 rows, packed prefill, 64-position decode windows and, in decode
+  phases of up to 4 rows, the layer weights as column panels);
+* ``jax_fast2``: the same engine with the "fast2" kernels (the default before the panel weights, 2026-12-07);
 * ``jax_fast``: the same engine with the "fast" kernels (the main job's; every decode phase at least
   ``min_batch`` rows);
 * ``jax_stream``: the same engine under continuous batching (``EngineBackend(continuous=True)``: episodes
@@ -64,7 +66,7 @@ CONFIGS = {
     "mid": dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=6, num_attention_heads=6,
                 num_key_value_heads=2, head_dim=64, vocab=1024),
 }
-ENGINES = ("jax", "jax_fast", "jax_v1", "jax_stream", "jax_reprefill", "hf", "vllm")
+ENGINES = ("jax", "jax_fast2", "jax_fast", "jax_v1", "jax_stream", "jax_reprefill", "hf", "vllm")
 
 _CONFIGS = flags.DEFINE_list("configs", ["tiny", "mid"], f"model configs: {sorted(CONFIGS)}")
 _ENGINES = flags.DEFINE_list("engines", list(ENGINES), f"engines: {ENGINES}")
@@ -424,6 +426,8 @@ def bench_config(name: str, ckpt_dir: str) -> list[list]:
   runners, stats_of = {}, {}
   if "jax" in _ENGINES.value:
     runners["jax"] = stats_of["jax"] = new_jax_engine(model)
+  if "jax_fast2" in _ENGINES.value:  # the default before the decode's panel weights (2026-12-07)
+    runners["jax_fast2"] = stats_of["jax_fast2"] = new_jax_engine(model, kernels="fast2")
   if "jax_fast" in _ENGINES.value:  # the main job's kernels (decode phases of at least min_batch rows)
     runners["jax_fast"] = stats_of["jax_fast"] = new_jax_engine(model, kernels="fast")
   if "jax_v1" in _ENGINES.value:  # the kernels before 2026-12-05 (jax_engine.KERNELS["v1"])

@@ -115,7 +115,7 @@ def profile_rows(name: str) -> None:
             jnp.zeros(b, jnp.int32), jnp.float32(1.0), jnp.float32(1.0), jnp.int32(0))
 
     def run():  # the cache is donated: every call continues on the one it returned
-      out = fn(eng._weights(), eng._cache, *rest)
+      out = fn(eng._decode_weights(b), eng._cache, *rest)
       eng._cache = out[0]
       return out
     return run, jax_sync

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Any
 
 import jax
@@ -34,7 +35,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from codjax.models.config import Qwen3Config
-from codjax.models.matmul import matmul
+from codjax.models.matmul import PanelWeight, matmul
 
 # Logical axes of every parameter: the model's half of the sharding seam, passed to the functions of
 # codjax.parallel.sharding (which hold the rules and never import models). Layer params carry a leading
@@ -414,6 +415,22 @@ class Qwen3(TokenEmbeddings, nnx.Module):
     """Per-layer parameter dicts (slices of the stacked weights), for ``forward_cached_unrolled``."""
     stacked = self._layer_params()
     return [{k: v[i] for k, v in stacked.items()} for i in range(self.cfg.num_hidden_layers)]
+
+  # per-layer weight -> how many of its leading dims a product contracts (q: D of [D, N, H]; o: N, H of [N, H, D])
+  PANEL_CONTRACT = {"q_ldnh": 1, "k_ldkh": 1, "v_ldkh": 1, "o_lnhd": 2, "gate_ldf": 1, "up_ldf": 1, "down_lfd": 1}
+
+  @staticmethod
+  def panel_layers(layers, panel: int):
+    """``split_layers`` output with every weight product's matrix as column panels of ``panel`` columns
+    (``codjax.models.matmul.PanelWeight``; one whose output width is not a multiple of ``panel`` stays as it
+    is): the same values, the layout the decode loop's few-row products read fastest on CPU. The layer code
+    takes either form."""
+    def convert(name, w):
+      contract = Qwen3.PANEL_CONTRACT.get(name)
+      if contract is None or math.prod(w.shape[contract:]) % panel:
+        return w
+      return PanelWeight.from_array(w, contract, panel)
+    return [{k: convert(k, v) for k, v in layer.items()} for layer in layers]
 
 
   # -- full-sequence forward ----------------------------------------------------------------------------

@@ -36,7 +36,12 @@ Continuous batching (``submit`` / ``poll``, driven by ``codjax.agents.episode.ru
 enter and leave the decode batch one by one. A request's prompt suffix except its last token is prefilled when
 it joins; the same decode kernel then runs every request in flight and exits once a given number of rows
 stopped, so the caller can step that episode's environment and submit its next turn while the others keep
-their place. Same keys, same replies as ``generate`` with per-request seeds.
+their place. Same keys, same replies as ``generate`` with per-request seeds. Arrivals come one or two at a
+time, so the within-call sharing above rarely sees two prompts together: a request that starts a session from
+position 0 also copies the longest common prefix (at least the smallest chunk bucket) of any resident
+session's cached history, or of an ended session's whose slot nobody took since (``_retired``), on models
+whose cache rows can be cut at any position (``PREFIX_COPY``). ``generate`` keeps its within-call plan only:
+its requests arrive together, and its recorded runs reproduce bit for bit.
 Sampling keys are per row and per token, so a reply's draws depend on its own key alone, never on the other
 requests of the call, their order, the batch size, the padding or the phases: request r has a row key,
 ``jax.random.key(params.seeds[r])`` with per-request seeds, else ``fold_in(call_key, r)`` (call_key =
@@ -124,6 +129,17 @@ class Kernels:
     hint turn's prefill 359 ms as one chunk against 175 + 181 ms as two (the second chunk's short rows padded to
     256 queries), interleaved rounds -1 % (medians of 12; earlier comparisons on the noisy host -8 % to +3 %;
     benchmarks/README.md, eighteenth session).
+  decode_panels: on the CPU backend, for models that allow it (``panel_layers``: Qwen3), the decode loop's
+    weight products of batches of up to ``decode_panel_rows`` rows read the layer weights as column panels of
+    this width (``codjax.models.matmul.PanelWeight``, made once per weight version beside the per-layer
+    weights: a third copy of the layer weights in memory) instead of row-major [K, N] matrices. XLA on CPU runs
+    a few rows by a [K, N] weight at a fraction of the memory bandwidth that contiguous [K, 32] panels allow
+    (13M-parameter benchmark model, 2 vCPUs of an AVX-512 EPYC, ms per decode step over 512 positions at 1 / 2
+    rows: 3.24 / 4.11 -> 2.28 / 3.29 interleaved; at 8 rows attention dominates and panels gain nothing:
+    benchmarks/README.md, twenty-fourth session). None: plain weights.
+  decode_panel_rows: the largest decode batch that takes the panels (larger ones take the per-layer weights).
+  decode_panels_if: a CPU feature flag (``/proc/cpuinfo``) without which the panels are left out (measured on
+    AVX-512 hosts only; elsewhere the decode runs as under the same kernels without panels, bit for bit).
   cpu_decode_options_unless: a CPU feature flag (``/proc/cpuinfo``); on hosts that have it the decode loop
     compiles with XLA's default options instead of ``cpu_decode_options``. With AVX-512 YNNPACK's few-row
     products and attention batches beat XLA's dot emitter (2 vCPUs of an AVX-512 EPYC, 13M-parameter model, ms
@@ -141,16 +157,21 @@ class Kernels:
   packed_prefill: bool = False
   decode_window_step: int | None = None
   max_prefill_chunk: int | None = None
+  decode_panels: int | None = None
+  decode_panel_rows: int = 4
+  decode_panels_if: str | None = None
 
 
-# "fast2": the default, "fast" with decode phases down to 2 rows, packed prefill, 64-position decode windows and
-# prefill chunks of at most 256 tokens (2026-12-06; each rounds differently from "fast"); "fast": the kernels of
+# "fast3": the default, "fast2" whose decode phases of up to 4 rows read the layer weights as column panels on
+# AVX-512 hosts (2026-12-07; there it rounds differently from "fast2", elsewhere it is "fast2"); "fast2": "fast" with decode phases down to 2 rows, packed prefill,
+# 64-position decode windows and prefill chunks of at most 256 tokens (2026-12-06; each rounds differently from
+# "fast"); "fast": the kernels of
 # the main job's recorded run (experiments/tiny_cod_frozenlake.py selects it); "v1": the kernels of the runs recorded in
 # the README and benchmarks/README.md before 2026-12-05 (every prefill padded to min_batch rows, power-of-two
 # windows, YNNPACK in decode); experiments with recorded numbers select theirs (``rollout.jax_kernels``) so
-# they reproduce bit for bit (the unrolled prefill leaves every cache bit as it was); "fast" and "fast2" drop
+# they reproduce bit for bit (the unrolled prefill leaves every cache bit as it was); "fast", "fast2" and "fast3" drop
 # YNNPACK from the decode loop on hosts without AVX-512 only (``cpu_decode_options_unless``: the main job's
-# recorded run, made on such a host, is unchanged; on AVX-512 hosts both decode with XLA's defaults)
+# recorded run, made on such a host, is unchanged; on AVX-512 hosts they decode with XLA's defaults)
 _FAST = Kernels(fine_windows=True, prefill_pad_tokens=PREFILL_PAD_TOKENS,
                 cpu_decode_options=(("xla_cpu_experimental_ynn_fusion_type", ""),), unrolled_prefill=True,
                 cpu_decode_options_unless="avx512f")
@@ -158,6 +179,9 @@ KERNELS = {
     "fast": _FAST,
     "fast2": dataclasses.replace(_FAST, decode_floor=2, packed_prefill=True, decode_window_step=64,
                                  max_prefill_chunk=256),
+    "fast3": dataclasses.replace(_FAST, decode_floor=2, packed_prefill=True, decode_window_step=64,
+                                 max_prefill_chunk=256, decode_panels=32, decode_panel_rows=4,
+                                 decode_panels_if="avx512f"),
     "v1": Kernels(fine_windows=False, prefill_pad_tokens=None, cpu_decode_options=()),
 }
 # kernels run at least this many rows (padding rows are free of tokens): fewer kernel signatures to compile (a
@@ -332,7 +356,7 @@ class JaxEngine:
 
   def __init__(self, model, *, max_slots: int = 64, max_seq_len: int = 2048, mesh: Mesh | None = None,
                seed: int = 0, cache_dtype=None, chunk_buckets: Sequence[int] = CHUNK_BUCKETS,
-               min_batch: int = MIN_BATCH_BUCKET, kernels: str = "fast2"):
+               min_batch: int = MIN_BATCH_BUCKET, kernels: str = "fast3"):
     if max_slots < 1 or max_seq_len < 2:
       raise ValueError("max_slots must be >= 1 and max_seq_len >= 2")
     if min_batch < 1 or min_batch & (min_batch - 1):
@@ -373,11 +397,15 @@ class JaxEngine:
       cache = jax.device_put(cache, dev)
     self._cache = cache
     self._split_fn = jax.jit(lambda p: nnx.merge(self._graphdef, p).split_layers())
+    self._model_cls = type(model)
     self._layers = self._split_weights(self._params)
+    self._panels = self._panel_weights(self._layers)
     self._free = list(range(self.max_slots, 0, -1))
+    # free slots that still hold an ended session's prefix (slot -> its tokens in cache positions [0, len)):
+    # continuous batching's arrivals copy from them until the slot is taken again
+    self._retired: dict[int, list[int]] = {}
     self._sessions: dict[int, _Session] = {}
     self._key = jax.random.key(seed)
-    self._model_cls = type(model)
     k = self._kernels
     self._packed_prefill = k.packed_prefill and k.unrolled_prefill and hasattr(self._model_cls,
                                                                               "forward_cached_packed")
@@ -405,8 +433,31 @@ class JaxEngine:
     price is a second copy of the layer weights in memory; the values, and so every sample, are the same."""
     return self._split_fn(params) if jax.default_backend() == "cpu" else None
 
+  def _panel_weights(self, layers):
+    """The per-layer weights as column panels for the decode loop's few-row products
+    (``Kernels.decode_panels``; the model's ``panel_layers``), made once per weight version; None where the
+    kernels, the host CPU (``Kernels.decode_panels_if``), the backend (CPU only), the model or a mesh (sharded
+    engines keep plain weights) leave them out."""
+    k = self._kernels
+    width = k.decode_panels
+    panel_layers = getattr(self._model_cls, "panel_layers", None)
+    if width is None or layers is None or panel_layers is None or self.mesh is not None:
+      return None
+    if k.decode_panels_if is not None and not cpu_has(k.decode_panels_if):
+      return None
+    if getattr(self, "_panel_fn", None) is None:  # one jitted program for every weight version
+      self._panel_fn = jax.jit(functools.partial(panel_layers, panel=width))
+    return self._panel_fn(layers)
+
   def _weights(self):
-    """The first argument of the prefill and decode kernels: (parameters, per-layer weights or None)."""
+    """The first argument of the prefill kernels: (parameters, per-layer weights or None)."""
+    return self._params, self._layers
+
+  def _decode_weights(self, rows: int):
+    """The first argument of a decode kernel of ``rows`` rows: (parameters, per-layer weights: the panels
+    for batches of up to ``Kernels.decode_panel_rows`` rows where the engine has them)."""
+    if self._panels is not None and rows <= self._kernels.decode_panel_rows:
+      return self._params, self._panels
     return self._params, self._layers
 
   def _batch_bucket(self, rows: int, lo: int | None = None) -> int:
@@ -508,7 +559,7 @@ class JaxEngine:
     padding row, never runs). The loop exits once at most ``min_active`` rows are still going; returns the
     cache, tokens [B, max_new], logprobs and per-row counts. A row's pending token is its prompt's last token
     (a new reply) or the last token it sampled (a reply continued from an earlier phase or poll), so a phase
-    or poll that continues a row needs no separate one-token prefill. ``weights``: ``_weights()``."""
+    or poll that continues a row needs no separate one-token prefill. ``weights``: ``_decode_weights(B)``."""
     params, layers = weights
     model = nnx.merge(self._graphdef, params)
     # per-layer weights (made once per weight version on CPU, else split here, once outside the token loop: no
@@ -548,9 +599,16 @@ class JaxEngine:
 
   # -- sessions ------------------------------------------------------------------------------------------
   def _take_slot(self, busy: set[int]) -> int:
-    """A free slot, evicting the least recently used session not in ``busy`` if none is free."""
+    """A free slot (one without a retired prefix first, else the one retired first), evicting the least
+    recently used session not in ``busy`` if none is free."""
     if self._free:
-      return self._free.pop()
+      plain = [i for i, slot in enumerate(self._free) if slot not in self._retired]
+      # a slot without a retired prefix if there is one, else the one retired first (dicts keep that order)
+      slot = self._free.pop(plain[-1]) if plain else next(iter(self._retired))
+      if not plain:
+        self._free.remove(slot)
+      self._retired.pop(slot, None)
+      return slot
     victims = [(s.last_used, k) for k, s in self._sessions.items() if s.slot is not None and k not in busy]
     if not victims:
       raise RuntimeError(f"JaxEngine: more concurrent requests than cache slots (max_slots={self.max_slots})")
@@ -584,6 +642,8 @@ class JaxEngine:
     s = self._sessions.pop(session_id, None)
     if s is not None and s.slot is not None:
       self._free.append(s.slot)
+      if s.cached_len >= self.chunk_buckets[0] and getattr(self._model_cls, "PREFIX_COPY", False):
+        self._retired[s.slot] = list(s.tokens[:s.cached_len])
 
   def num_sessions(self) -> int:
     return len(self._sessions)
@@ -708,7 +768,7 @@ class JaxEngine:
     stop = np.pad(stop, (0, _pow2(len(stop)) - len(stop)), constant_values=-1)
     fn = self._decode_fn(bb, max_new, params.top_k, params.greedy, int(stop.shape[0]), length)
     self._cache, toks, lps, counts = fn(
-        self._weights(), self._cache, jnp.asarray(i32(slots)), jnp.asarray(i32(tok)), jnp.asarray(pos_b),
+        self._decode_weights(bb), self._cache, jnp.asarray(i32(slots)), jnp.asarray(i32(tok)), jnp.asarray(pos_b),
         jnp.asarray(left_b), jnp.asarray(stop), jnp.asarray(keys), jnp.asarray(i32(offset)),
         jnp.float32(params.temperature), jnp.float32(params.top_p), jnp.int32(min_active))
     return np.asarray(toks)[:m], np.asarray(lps)[:m], np.asarray(counts)[:m]
@@ -724,8 +784,27 @@ class JaxEngine:
                                       compiler_options=options or None)
     return self._decode_fns[sig]
 
+  def _resident_prefix(self, prompt: Sequence[int], end: int, exclude: set[int]) -> tuple[int, int]:
+    """(slot, n): the cache slot outside ``exclude`` whose valid prefix (a resident session's first
+    ``cached_len`` tokens, or a retired slot's) shares the most first tokens, n, with ``prompt[:end]``;
+    (0, 0) when none shares at least the smallest chunk bucket."""
+    lo = self.chunk_buckets[0]
+    if end < lo:
+      return 0, 0
+    head = list(prompt[:lo])
+    cands = [(s.slot, s.tokens[:s.cached_len]) for s in self._sessions.values()
+             if s.slot is not None and s.slot not in exclude and s.cached_len >= lo]
+    cands += [(slot, toks) for slot, toks in self._retired.items() if slot not in exclude]
+    best = (0, 0)
+    for slot, toks in cands:
+      if list(toks[:lo]) == head:  # cheap filter before the full comparison
+        n = _lcp(prompt[:end], toks)
+        if n > best[1]:
+          best = (slot, n)
+    return best
+
   def _prefill_prompts(self, slots: Sequence[int], starts: Sequence[int], prompts: Sequence[Sequence[int]],
-                       min_rows: int | None = None):
+                       min_rows: int | None = None, resident: bool = False):
     """Writes ``prompts[r][starts[r]:-1]`` into cache slot ``slots[r]`` (the last token is the decode kernel's
     to feed). Rows prefilled from position 0 share their prompts' common prefixes: requests with the same
     prompt (the G repeats of a pack's first turn) are prefilled once and copied, and on models whose cache
@@ -733,14 +812,29 @@ class JaxEngine:
     at a prompt's end) a prompt that starts with another's first tokens (a shared system prompt) copies them
     and prefills only the rest. ``stats["shared_tokens"]`` counts the tokens copied instead of computed, and
     ``stats["prefill_tokens"]`` (prompt tokens fed to the model) leaves them out. Kernels run at least
-    ``min_rows`` rows (default ``min_batch``)."""
+    ``min_rows`` rows (default ``min_batch``). With ``resident`` (continuous batching's arrivals), a leader
+    prefilled from position 0 on a ``PREFIX_COPY`` model first copies the longest prefix it shares with a slot
+    outside the call (``_resident_prefix``) and computes only the rest."""
     ends = [len(p) - 1 for p in prompts]
+    partial = bool(getattr(self._model_cls, "PREFIX_COPY", False))
     dup, part = _share_plan([list(p[:e]) if st == 0 else None for p, st, e in zip(prompts, starts, ends)],
-                            bool(getattr(self._model_cls, "PREFIX_COPY", False)), self.chunk_buckets[0])
-    # 1. rows that compute their prompt from their start: leaders, and rows continuing a cached history
+                            partial, self.chunk_buckets[0])
+    # 1. rows that compute their prompt from their start: leaders, and rows continuing a cached history; a
+    # leader from position 0 starts past the prefix it copies from a resident slot (resident mode)
     first = [r for r in range(len(prompts)) if r not in dup and r not in part and ends[r] > starts[r]]
-    self._prefill_rows([slots[r] for r in first], [starts[r] for r in first],
-                       [prompts[r][starts[r]:ends[r]] for r in first], min_rows)
+    begin = {r: starts[r] for r in first}
+    if resident and partial:
+      exclude = set(slots)
+      ext = [(slots[r], r) + self._resident_prefix(prompts[r], ends[r], exclude) for r in first if starts[r] == 0]
+      ext = [(dst, r, src, n) for dst, r, src, n in ext if n > 0]
+      self._copy_rows([(src, dst, n) for dst, _, src, n in ext], min_rows)
+      for _, r, _, n in ext:
+        begin[r] = n
+      shared_ext = sum(n for _, _, _, n in ext)
+      self.stats["shared_tokens"] += shared_ext
+      self.stats["prefill_tokens"] -= shared_ext
+    self._prefill_rows([slots[r] for r in first], [begin[r] for r in first],
+                       [prompts[r][begin[r]:ends[r]] for r in first], min_rows)
     # 2. copies from leaders (shared prefixes, and duplicates of leaders); then the rest of each shared prefix
     copies = ([(slots[part[r][0]], slots[r], part[r][1]) for r in part]
               + [(slots[q], slots[r], ends[r]) for r, q in dup.items() if q not in part])
@@ -888,7 +982,7 @@ class JaxEngine:
       # batch (1, 2, 4 rows; each kernel compiles once), not padded to ``min_batch`` rows of real compute
       self._prefill_prompts([r.session.slot for r in fresh],
                             [min(r.session.cached_len, len(r.prompt) - 1) for r in fresh], [r.prompt for r in fresh],
-                            min_rows=1)
+                            min_rows=1, resident=True)
     for r in fresh:
       r.fresh = False
       r.session.tokens = list(r.prompt)
@@ -939,9 +1033,12 @@ class JaxEngine:
       params = jax.device_put(params, state_shardings(params, self.mesh, PARAM_LOGICAL_AXES))
     self._params = params
     self._layers = self._split_weights(params)
+    self._panels = self._panel_weights(self._layers)
     for s in self._sessions.values():
       s.cached_len = 0
+    self._retired.clear()
 
   def close(self) -> None:
     self._sessions.clear()
+    self._retired.clear()
     self._cache = None

@@ -24,7 +24,7 @@ checks every field with a clear error (before any model is built), and the launc
              sync_interval (weight sync every k steps: rollout policy at most k-1 steps stale); seed_by (call:
              a step's replies seeded by (step, call index); episode: by (step, episode identity, turn), the same
              whichever episodes share a call; several processes always use episode); jax_kernels (the JAX
-             engine's kernel choice, codjax.rollout.jax_engine.KERNELS: fast2 | fast | v1; the README's
+             engine's kernel choice, codjax.rollout.jax_engine.KERNELS: fast3 | fast2 | fast | v1; the README's
              recorded runs used fast or v1, which their experiments select to reproduce bit for bit); vllm: dtype,
              gpu_memory_utilization (0 = vLLM's default), enforce_eager, tensor_parallel_size (must be 1:
              the trainer runs vLLM in process with one worker); mode (sync: rollout, then train, then sync, as
@@ -162,7 +162,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.cod = ml_collections.ConfigDict(dict(use_hints=True, hint_penalty=0.1, response_limit=0, protocol="full"))
   c.rollout = ml_collections.ConfigDict(dict(
       engine="jax", temperature=1.0, top_p=1.0, top_k=0, max_response_tokens=256, max_prompt_tokens=4096,
-      max_slots=256, sync_interval=1, seed_by="call", jax_kernels="fast2",
+      max_slots=256, sync_interval=1, seed_by="call", jax_kernels="fast3",
       vllm=dict(dtype="bfloat16", gpu_memory_utilization=0.5, enforce_eager=False, tensor_parallel_size=1),
       mode="sync", max_staleness=0, stale_policy="wait",
       fleet=dict(servers="", num_servers=0, transport="auto", dtype="auto", devices="", server_args="",

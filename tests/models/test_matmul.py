@@ -48,3 +48,31 @@ def test_matmul_gradient_equals_autodiff_of_dot_and_composes_with_remat():
 def test_matmul_rejects_non_2d_operands():
   with pytest.raises(ValueError, match="2-D"):
     matmul(jnp.zeros((2, 3, 4)), jnp.zeros((4, 5)))
+
+
+def test_panel_weight_products_equal_the_plain_product_under_the_layer_code_s_reshapes():
+  """``PanelWeight``: a [D, N, H] weight contracted over D and an [N, H, D] one contracted over (N, H), stored
+  as column panels, multiply 1, 3 and 8 rows as the plain [K, N] view does (float64 reference), through the
+  ``astype`` / ``reshape`` / ``shape`` the layer code applies; only the [K, N] view reshapes, and an output
+  width that is not a multiple of the panel width is refused."""
+  from codjax.models.matmul import PanelWeight, panel_matmul
+
+  rng = np.random.default_rng(2)
+  q_dnh = rng.normal(size=(48, 4, 16)).astype(np.float32)  # contract D: [48, 64]
+  o_nhd = rng.normal(size=(4, 16, 48)).astype(np.float32)  # contract N, H: [64, 48]
+  for w, contract in ((q_dnh, 1), (o_nhd, 2)):
+    k = int(np.prod(w.shape[:contract]))
+    pw = jax.jit(lambda a, c=contract: PanelWeight.from_array(a, c, 16))(jnp.asarray(w))
+    assert pw.shape == w.shape and pw.w_pkj.shape == (w.size // k // 16, k, 16)
+    view = pw.astype(jnp.float32).reshape(k, -1)
+    assert view.shape == (k, w.size // k)
+    for rows in (1, 3, 8):
+      x = rng.normal(size=(rows, k)).astype(np.float32)
+      want = x.astype(np.float64) @ w.reshape(k, -1).astype(np.float64)
+      got = jax.jit(matmul)(jnp.asarray(x), view)
+      np.testing.assert_allclose(np.asarray(got, np.float64), want, atol=1e-5 * np.abs(want).max())
+      np.testing.assert_array_equal(np.asarray(panel_matmul(jnp.asarray(x), view)), np.asarray(got))
+    with pytest.raises(ValueError, match="view only"):
+      pw.reshape(k * 2, -1)
+  with pytest.raises(ValueError, match="not a multiple"):
+    PanelWeight.from_array(jnp.zeros((8, 40)), 1, 16)

@@ -539,6 +539,42 @@ def test_shared_prompt_prefixes_are_prefilled_once_and_stay_exact(model):
     assert_same_reply(done[rid], g)
 
 
+def test_continuous_arrivals_copy_prefixes_of_resident_and_ended_sessions(model):
+  """Under continuous batching a request arriving alone copies the system prompt it shares with a resident
+  session (one still holding its slot) or with an ended one whose slot nobody took since, and computes only the
+  rest; once every slot was taken by unrelated sessions, nothing stale is copied. Every reply is the one the
+  request gets from a fresh engine, where nothing is shared; ``generate`` keeps its within-call plan."""
+  a, b, c, d = (SYSTEM + [5, 17, 99, 230], SYSTEM + [300, 12, 8, 4, 77], SYSTEM + [9, 9, 9, 41],
+                SYSTEM + [64, 3, 2])
+  n_sys = len(SYSTEM)  # the prompts differ from their 41st token on
+  p = SamplingParams(temperature=1.0, max_tokens=10)
+  alone = JaxEngine(model, max_slots=8, max_seq_len=256)
+  eng = JaxEngine(model, max_slots=4, max_seq_len=256)
+
+  def run(prompt, seed, session_id=None):
+    before = dict(eng.stats)
+    rid = eng.submit(prompt, p, session_id=session_id, seed=seed)
+    got = drain(eng)[rid]
+    assert_same_reply(got, alone.generate([prompt], sampled((seed,), max_tokens=10))[0])
+    return eng.stats["shared_tokens"] - before["shared_tokens"], eng.stats["prefill_tokens"] - before["prefill_tokens"]
+
+  assert run(a, 1, session_id=1) == (0, len(a))  # nothing to share with yet
+  assert run(b, 2) == (n_sys, len(b) - n_sys)  # from session 1, resident
+  eng.end_session(1)
+  assert run(c, 3) == (n_sys, len(c) - n_sys)  # from an ended session's slot (a's or b's)
+  # four unrelated sessions take every slot: the ended sessions' prefixes are gone
+  rids = [eng.submit(list(range(100 + 10 * i, 130 + 10 * i)), p, session_id=10 + i, seed=i) for i in range(4)]
+  drain(eng)
+  for i in range(4):
+    eng.end_session(10 + i)
+  assert len(rids) == 4 and eng.num_sessions() == 0
+  assert run(d, 4) == (0, len(d))
+  # generate shares within its call only: the same prompt again, now with d's slot retired
+  before = eng.stats["shared_tokens"]
+  eng.generate([d], sampled((5,), max_tokens=10))
+  assert eng.stats["shared_tokens"] == before
+
+
 def test_min_batch_pads_small_calls_to_one_compiled_batch(model, engine):
   """The default ``min_batch`` of 8 under the "fast" kernels (every decode phase at least ``min_batch`` rows;
   "fast2" lets phases shrink to 2 rows: test_decode_phases_shrink_below_min_batch_under_fast2): after one call
@@ -594,7 +630,7 @@ def test_kernel_choices_give_the_same_replies_with_their_own_shapes_and_compiler
   monkeypatch.setattr(jax_engine, "cpu_has", lambda flag: False)
   engines = {k: JaxEngine(model, max_slots=4, max_seq_len=1024, seed=0, kernels=k) for k in ("fast", "v1")}
   fast, v1 = engines["fast"], engines["v1"]
-  assert fast.kernels == "fast" and JaxEngine(model, max_slots=1, max_seq_len=64).kernels == "fast2"
+  assert fast.kernels == "fast" and JaxEngine(model, max_slots=1, max_seq_len=64).kernels == "fast3"
   # the documented shapes: 1.5x-power-of-two windows past 512 and a prefill floor of <= 256 token slots
   assert [fast._length_bucket(e) for e in (100, 300, 513, 700, 769, 1000)] == [128, 512, 768, 768, 1024, 1024]
   assert [v1._length_bucket(e) for e in (100, 300, 513, 700, 769, 1000)] == [128, 512, 1024, 1024, 1024, 1024]
@@ -709,6 +745,52 @@ def test_decode_phases_shrink_below_min_batch_under_fast2(model):
   again = compilations(lambda: fast2.generate(padded, params))
   assert not again, f"{len(again)} XLA compilations after warm-up"
   assert [fast2._prefill_floor(c) for c in (16, 64, 512)] == [engines["fast"]._prefill_floor(c) for c in (16, 64, 512)]
+
+
+def test_fast3_decodes_small_batches_from_panel_weights_with_the_same_replies(model, peaked_ckpt, monkeypatch):
+  """``kernels="fast3"`` ("fast2" plus ``decode_panels``): on an AVX-512 host the decode phases of 2 and 4 rows
+  read the layer weights as column panels (``PanelWeight``, made once per weight version) and the 8-row phase
+  the per-layer weights; the replies are fast2's (tokens exactly, logprobs within float rounding) before and
+  after ``update_weights``, which remakes the panels without compiling; a host without AVX-512, a sharded
+  engine and the "fast2" kernels keep plain weights."""
+  from codjax.models.matmul import PanelWeight
+  from codjax.rollout import jax_engine
+
+  monkeypatch.setattr(jax_engine, "cpu_has", lambda flag: False)
+  assert JaxEngine(model, max_slots=2, max_seq_len=64, kernels="fast3")._panels is None
+  monkeypatch.setattr(jax_engine, "cpu_has", lambda flag: flag == "avx512f")
+  engines = {k: JaxEngine(model, max_slots=8, max_seq_len=256, seed=0, kernels=k) for k in ("fast2", "fast3")}
+  fast3 = engines["fast3"]
+  assert engines["fast2"]._panels is None
+  layer = fast3._panels[0]
+  assert all(isinstance(layer[k], PanelWeight) for k in ("q_ldnh", "k_ldkh", "v_ldkh", "o_lnhd", "gate_ldf",
+                                                         "up_ldf", "down_lfd"))
+  assert not isinstance(layer["attn_norm_ld"], PanelWeight)
+  np.testing.assert_array_equal(np.asarray(layer["gate_ldf"].reshape(layer["gate_ldf"].shape[0], -1).w_pkj[1]),
+                                np.asarray(fast3._layers[0]["gate_ldf"])[:, 32:64])
+  assert fast3._decode_weights(2)[1] is fast3._panels and fast3._decode_weights(4)[1] is fast3._panels
+  assert fast3._decode_weights(8)[1] is fast3._layers
+  prompts = [[(3 * i + 11 * j) % 400 + 5 for i in range(6 + 3 * j)] for j in range(8)]
+  budgets = [2, 3, 5, 8, 12, 17, 23, 30]  # rows finish one after another: phases of 8, 4 and 2 rows
+  padded = [p + [7] * (256 - b - len(p)) for p, b in zip(prompts, budgets)]
+  params = SamplingParams(temperature=1.0, max_tokens=30, seeds=tuple(range(100, 108)))
+  other = from_pretrained(peaked_ckpt)
+  other.embed_vd[...] = other.embed_vd[...] * 1.5
+  for turn in range(2):
+    got = {name: eng.generate(padded, params) for name, eng in engines.items()}
+    for g, w in zip(got["fast3"], got["fast2"]):
+      assert_same_reply(g, w)
+    assert [len(c.token_ids) for c in got["fast3"]] == budgets
+    if turn == 0:
+      before = got["fast3"]
+      for eng in engines.values():
+        eng.update_weights(other)
+  assert [c.token_ids for c in got["fast3"]] != [c.token_ids for c in before]  # the new weights are in use
+  assert sorted({sig[0] for sig in fast3._decode_fns}) == [2, 4, 8]
+  again = compilations(lambda: fast3.update_weights(model))  # the RL loop's weight sync: panels remade, not recompiled
+  assert not again, f"{len(again)} XLA compilations in a second update_weights"
+  sharded = JaxEngine(model, max_slots=8, max_seq_len=256, mesh=make_mesh(data=1, fsdp=-1, tensor=1))
+  assert sharded.kernels == "fast3" and sharded._panels is None
 
 
 def test_packed_prefill_matches_padded_prefill(model, monkeypatch):
