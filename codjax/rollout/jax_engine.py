@@ -163,9 +163,9 @@ class Kernels:
 
 
 # "fast3": the default, "fast2" whose decode phases of up to 4 rows read the layer weights as column panels on
-# AVX-512 hosts (2026-12-07; there it rounds differently from "fast2", elsewhere it is "fast2"); "fast2": "fast" with decode phases down to 2 rows, packed prefill,
-# 64-position decode windows and prefill chunks of at most 256 tokens (2026-12-06; each rounds differently from
-# "fast"); "fast": the kernels of
+# AVX-512 hosts (2026-12-07; there it rounds differently from "fast2", elsewhere it is "fast2"); "fast2": "fast"
+# with decode phases down to 2 rows, packed prefill, 64-position decode windows and prefill chunks of at most 256
+# tokens (2026-12-06; each rounds differently from "fast"); "fast": the kernels of
 # the main job's recorded run (experiments/tiny_cod_frozenlake.py selects it); "v1": the kernels of the runs recorded in
 # the README and benchmarks/README.md before 2026-12-05 (every prefill padded to min_batch rows, power-of-two
 # windows, YNNPACK in decode); experiments with recorded numbers select theirs (``rollout.jax_kernels``) so
@@ -175,13 +175,11 @@ class Kernels:
 _FAST = Kernels(fine_windows=True, prefill_pad_tokens=PREFILL_PAD_TOKENS,
                 cpu_decode_options=(("xla_cpu_experimental_ynn_fusion_type", ""),), unrolled_prefill=True,
                 cpu_decode_options_unless="avx512f")
+_FAST2 = dataclasses.replace(_FAST, decode_floor=2, packed_prefill=True, decode_window_step=64, max_prefill_chunk=256)
 KERNELS = {
     "fast": _FAST,
-    "fast2": dataclasses.replace(_FAST, decode_floor=2, packed_prefill=True, decode_window_step=64,
-                                 max_prefill_chunk=256),
-    "fast3": dataclasses.replace(_FAST, decode_floor=2, packed_prefill=True, decode_window_step=64,
-                                 max_prefill_chunk=256, decode_panels=32, decode_panel_rows=4,
-                                 decode_panels_if="avx512f"),
+    "fast2": _FAST2,
+    "fast3": dataclasses.replace(_FAST2, decode_panels=32, decode_panel_rows=4, decode_panels_if="avx512f"),
     "v1": Kernels(fine_windows=False, prefill_pad_tokens=None, cpu_decode_options=()),
 }
 # kernels run at least this many rows (padding rows are free of tokens): fewer kernel signatures to compile (a

@@ -100,16 +100,18 @@ class Stub:
           stub.in_flight += 1
           stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
         status, payload, headers, delay = step
+        dead = stub._dead.wait(delay)
+        # the request stops counting before its answer leaves: counted after it, the client's next request could
+        # arrive first on a loaded host (max_in_flight one above the engine's limit)
+        with stub._lock:
+          stub.in_flight -= 1
         try:
-          if stub._dead.wait(delay):
+          if dead:
             self._reset()
           else:
             self._reply(status, payload, headers)
         except (BrokenPipeError, ConnectionResetError):  # the client timed out and hung up
           pass
-        finally:
-          with stub._lock:
-            stub.in_flight -= 1
 
     self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     self.server.daemon_threads = True
