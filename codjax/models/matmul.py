@@ -103,7 +103,7 @@ def panel_matmul(x_nd, w: PanelWeight):
   if x_nd.ndim != 2 or x_nd.shape[1] != k:
     raise ValueError(f"panel_matmul takes x [R, {k}], got {x_nd.shape}")
   xb = jnp.broadcast_to(x_nd[None], (p,) + x_nd.shape)
-  y_prj = jnp.einsum("prk,pkj->prj", xb, w.w_pkj.astype(x_nd.dtype) if w.dtype != x_nd.dtype else w.w_pkj)
+  y_prj = jnp.einsum("prk,pkj->prj", xb, w.w_pkj.astype(x_nd.dtype))  # astype to the same dtype is a no-op
   return y_prj.transpose(1, 0, 2).reshape(x_nd.shape[0], p * j)
 
 

@@ -396,6 +396,7 @@ class JaxEngine:
     self._cache = cache
     self._split_fn = jax.jit(lambda p: nnx.merge(self._graphdef, p).split_layers())
     self._model_cls = type(model)
+    self._panel_fn = None  # the jitted panel_layers program, made on first use (``_panel_weights``)
     self._layers = self._split_weights(self._params)
     self._panels = self._panel_weights(self._layers)
     self._free = list(range(self.max_slots, 0, -1))
@@ -443,7 +444,7 @@ class JaxEngine:
       return None
     if k.decode_panels_if is not None and not cpu_has(k.decode_panels_if):
       return None
-    if getattr(self, "_panel_fn", None) is None:  # one jitted program for every weight version
+    if self._panel_fn is None:  # one jitted program for every weight version
       self._panel_fn = jax.jit(functools.partial(panel_layers, panel=width))
     return self._panel_fn(layers)
 
@@ -600,11 +601,10 @@ class JaxEngine:
     """A free slot (one without a retired prefix first, else the one retired first), evicting the least
     recently used session not in ``busy`` if none is free."""
     if self._free:
-      plain = [i for i, slot in enumerate(self._free) if slot not in self._retired]
+      plain = [slot for slot in self._free if slot not in self._retired]
       # a slot without a retired prefix if there is one, else the one retired first (dicts keep that order)
-      slot = self._free.pop(plain[-1]) if plain else next(iter(self._retired))
-      if not plain:
-        self._free.remove(slot)
+      slot = plain[-1] if plain else next(iter(self._retired))
+      self._free.remove(slot)
       self._retired.pop(slot, None)
       return slot
     victims = [(s.last_used, k) for k, s in self._sessions.items() if s.slot is not None and k not in busy]
