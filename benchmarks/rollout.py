@@ -14,6 +14,9 @@ time (median over rounds). Engines:
   ``min_batch`` rows, power-of-two windows, YNNPACK fusions in the decode loop; ``jax`` runs the default
   "fast3": "fast" with decode phases down to 2 rows, packed prefill, 64-position decode windows and, in decode
   phases of up to 4 rows, the layer weights as column panels);
+* ``jax_workers``: ``JaxWorkers``, one ``JaxEngine`` per thread of the run (at least 2) side by side, sharing
+  weights and compiled kernels, each running its share of every call (its episodes' sessions) in its own thread
+  (``rollout.jax_workers``; same draws as ``jax``, other batch shapes);
 * ``jax_fast2``: the same engine with the "fast2" kernels (the default before the panel weights, 2026-12-07);
 * ``jax_fast``: the same engine with the "fast" kernels (the main job's; every decode phase at least
   ``min_batch`` rows);
@@ -66,7 +69,7 @@ CONFIGS = {
     "mid": dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=6, num_attention_heads=6,
                 num_key_value_heads=2, head_dim=64, vocab=1024),
 }
-ENGINES = ("jax", "jax_fast2", "jax_fast", "jax_v1", "jax_stream", "jax_reprefill", "hf", "vllm")
+ENGINES = ("jax", "jax_workers", "jax_fast2", "jax_fast", "jax_v1", "jax_stream", "jax_reprefill", "hf", "vllm")
 
 _CONFIGS = flags.DEFINE_list("configs", ["tiny", "mid"], f"model configs: {sorted(CONFIGS)}")
 _ENGINES = flags.DEFINE_list("engines", list(ENGINES), f"engines: {ENGINES}")
@@ -421,11 +424,22 @@ def new_jax_engine(model, **kwargs):
   return JaxEngine(model, max_slots=_PACKS.value * _REPEATS.value, max_seq_len=MAX_SEQ, seed=SEED, **kwargs)
 
 
+def new_jax_workers(model, **kwargs):
+  """``JaxWorkers`` with one worker per core of the run (at least 2) and ``new_jax_engine``'s slots, window
+  and seed."""
+  from codjax.rollout.jax_workers import JaxWorkers
+
+  return JaxWorkers(model, workers=max(2, len(os.sched_getaffinity(0))), max_slots=_PACKS.value * _REPEATS.value,
+                    max_seq_len=MAX_SEQ, seed=SEED, **kwargs)
+
+
 def bench_config(name: str, ckpt_dir: str) -> list[list]:
   path, tok, model = load_config(name, ckpt_dir)
   runners, stats_of = {}, {}
   if "jax" in _ENGINES.value:
     runners["jax"] = stats_of["jax"] = new_jax_engine(model)
+  if "jax_workers" in _ENGINES.value:  # one engine per core, side by side (rollout.jax_workers)
+    runners["jax_workers"] = stats_of["jax_workers"] = new_jax_workers(model)
   if "jax_fast2" in _ENGINES.value:  # the default before the decode's panel weights (2026-12-07)
     runners["jax_fast2"] = stats_of["jax_fast2"] = new_jax_engine(model, kernels="fast2")
   if "jax_fast" in _ENGINES.value:  # the main job's kernels (decode phases of at least min_batch rows)

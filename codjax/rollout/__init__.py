@@ -1,11 +1,13 @@
-"""Rollout engines behind one seam: the JAX KV-cache sampler (default), vLLM, and an OpenAI HTTP client.
+"""Rollout engines behind one seam: the JAX KV-cache sampler (default; several side by side: ``JaxWorkers``), vLLM,
+and an OpenAI HTTP client.
 
 Engines import lazily (``codjax.rollout.JaxEngine`` etc.), so importing the package never pulls in vLLM.
 """
 
 from codjax.rollout.base import Completion, RolloutEngine, SamplingParams
 
-_LAZY = {"JaxEngine": "codjax.rollout.jax_engine", "VllmEngine": "codjax.rollout.vllm_engine",
+_LAZY = {"JaxEngine": "codjax.rollout.jax_engine", "JaxWorkers": "codjax.rollout.jax_workers",
+         "VllmEngine": "codjax.rollout.vllm_engine",
          "OpenAIEngine": "codjax.rollout.openai_engine"}
 
 

@@ -333,6 +333,13 @@ class _StreamRow:
   lps: list[float] = dataclasses.field(default_factory=list)
 
 
+def _check_requests(prompts, session_ids) -> None:
+  if session_ids is not None and len(session_ids) != len(prompts):
+    raise ValueError("session_ids must match prompts one to one")
+  if session_ids is not None and len(set(session_ids)) != len(session_ids):
+    raise ValueError("session_ids must be distinct within one generate call")
+
+
 def sampling_params(model, params, copy: bool):
   """The parameters the engine stores: floating leaves wider than the compute dtype in that dtype when ``model``
   casts every parameter to it before use (``PARAMS_CAST_TO_COMPUTE_BEFORE_USE``, Qwen3), which leaves the logits unchanged
@@ -354,7 +361,11 @@ class JaxEngine:
 
   def __init__(self, model, *, max_slots: int = 64, max_seq_len: int = 2048, mesh: Mesh | None = None,
                seed: int = 0, cache_dtype=None, chunk_buckets: Sequence[int] = CHUNK_BUCKETS,
-               min_batch: int = MIN_BATCH_BUCKET, kernels: str = "fast3"):
+               min_batch: int = MIN_BATCH_BUCKET, kernels: str = "fast3", share_with: "JaxEngine | None" = None):
+    """``share_with``: another engine of the same model, kernels and bucket settings whose weights and jitted
+    kernels this one uses (``codjax.rollout.jax_workers``: engines side by side on one host), instead of
+    making its own: one copy of the weights and one compilation per kernel signature for all of them. Each
+    engine keeps its own cache, sessions and key."""
     if max_slots < 1 or max_seq_len < 2:
       raise ValueError("max_slots must be >= 1 and max_seq_len >= 2")
     if min_batch < 1 or min_batch & (min_batch - 1):
@@ -394,11 +405,16 @@ class JaxEngine:
       dev = jax.devices()[0]
       cache = jax.device_put(cache, dev)
     self._cache = cache
-    self._split_fn = jax.jit(lambda p: nnx.merge(self._graphdef, p).split_layers())
     self._model_cls = type(model)
+    if share_with is not None:
+      self._check_shareable(share_with, mesh, min_batch)
+    self._split_fn = jax.jit(lambda p: nnx.merge(self._graphdef, p).split_layers())
     self._panel_fn = None  # the jitted panel_layers program, made on first use (``_panel_weights``)
-    self._layers = self._split_weights(self._params)
-    self._panels = self._panel_weights(self._layers)
+    if share_with is not None:  # its weights (the same values: ``use_weights_of``)
+      self._params, self._layers, self._panels = share_with._params, share_with._layers, share_with._panels
+    else:
+      self._layers = self._split_weights(self._params)
+      self._panels = self._panel_weights(self._layers)
     self._free = list(range(self.max_slots, 0, -1))
     # free slots that still hold an ended session's prefix (slot -> its tokens in cache positions [0, len)):
     # continuous batching's arrivals copy from them until the slot is taken again
@@ -413,6 +429,10 @@ class JaxEngine:
                                       static_argnames=("chunk_shape", "length"))
     self._copy_fn = jax.jit(self._copy_impl, donate_argnums=(0,), static_argnames=("length",))
     self._decode_fns: dict[tuple, object] = {}
+    if share_with is not None:  # the other engine's programs: the same kernels, compiled once for both
+      self._split_fn, self._panel_fn = share_with._split_fn, share_with._panel_fn
+      self._prefill_fn, self._prefill_packed_fn = share_with._prefill_fn, share_with._prefill_packed_fn
+      self._copy_fn, self._decode_fns = share_with._copy_fn, share_with._decode_fns
     self._clock = 0
     self._anon = 0
     self.stats = {"prefill_tokens": 0, "reused_tokens": 0, "generated_tokens": 0, "calls": 0, "evictions": 0,
@@ -422,6 +442,27 @@ class JaxEngine:
     self._stream_sig: tuple | None = None
     self._stream_params: SamplingParams | None = None
     self._next_rid = 0
+
+  def _check_shareable(self, other: "JaxEngine", mesh, min_batch: int) -> None:
+    """Raises unless ``other``'s jitted kernels compute what this engine's own would (``share_with``)."""
+    if mesh is not None or other.mesh is not None:
+      raise ValueError("share_with: engines on a mesh keep their own weights and kernels")
+    dtypes = lambda cache: [x.dtype for x in jax.tree.leaves(cache)]
+    if ((self._model_cls, self._graphdef, self.kernels, self.chunk_buckets, min_batch, self.max_seq_len,
+         dtypes(self._cache)) != (other._model_cls, other._graphdef, other.kernels, other.chunk_buckets,
+                                  other.min_batch, other.max_seq_len, dtypes(other._cache))):
+      raise ValueError("share_with needs an engine of the same model, kernels, chunk buckets, min_batch, "
+                       "max_seq_len and cache dtype")
+
+  def use_weights_of(self, other: "JaxEngine") -> None:
+    """Samples with ``other``'s current weights (after its ``update_weights``; engines made with
+    ``share_with``): no copy, no conversion. Cached sessions are invalidated, as by ``update_weights``."""
+    if self._stream:
+      raise RuntimeError(f"use_weights_of with {len(self._stream)} requests in flight: poll them first")
+    self._params, self._layers, self._panels = other._params, other._layers, other._panels
+    for s in self._sessions.values():
+      s.cached_len = 0
+    self._retired.clear()
 
   # -- jitted kernels ------------------------------------------------------------------------------------
   def _split_weights(self, params):
@@ -651,22 +692,37 @@ class JaxEngine:
                session_ids: Sequence[int] | None = None) -> list[Completion]:
     if not prompts:
       return []
-    if session_ids is not None and len(session_ids) != len(prompts):
-      raise ValueError("session_ids must match prompts one to one")
-    if session_ids is not None and len(set(session_ids)) != len(session_ids):
-      raise ValueError("session_ids must be distinct within one generate call")
-    seeds = params.request_seeds(len(prompts))
+    _check_requests(prompts, session_ids)  # before the key split: a refused call leaves the engine's key as it was
+    return self.generate_keyed(prompts, params, session_ids, self.call_keys(params, len(prompts)))
+
+  def call_keys(self, params: SamplingParams, n: int) -> np.ndarray:
+    """The row keys ``generate`` gives a call of ``n`` requests (module docstring), as their key data (uint32
+    [>= n, key size], ``jax.random.key_data``; rows past n are padding); an unseeded call splits the engine's
+    key, as ``generate`` does."""
+    seeds = params.request_seeds(n)
     call_key = None
     if seeds is None:
       if params.seed is not None:
         call_key = jax.random.key(params.seed)
       else:
         self._key, call_key = jax.random.split(self._key)
+    return np.asarray(jax.random.key_data(self._row_keys(seeds, call_key, 0, n)), np.uint32)
+
+  def generate_keyed(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
+                     session_ids: Sequence[int] | None, key_data: np.ndarray) -> list[Completion]:
+    """``generate`` with request r's row key given by its key data ``key_data[r]`` (``call_keys``' form, at least
+    ``len(prompts)`` rows; ``params``' seeds are not read): the entry point of callers that split one call's
+    requests over several engines and keep every request's draws (``codjax.rollout.jax_workers``)."""
+    if not prompts:
+      return []
+    _check_requests(prompts, session_ids)
+    key_data = np.asarray(key_data, np.uint32)
+    if key_data.ndim != 2 or key_data.shape[0] < len(prompts):
+      raise ValueError(f"key data {key_data.shape} for {len(prompts)} requests: need [>= {len(prompts)}, key size]")
     out = []
     for i in range(0, len(prompts), self.max_slots):  # more requests than slots: runs of max_slots
       sl = slice(i, i + self.max_slots)
-      row_keys = self._row_keys(seeds, call_key, i, len(prompts[sl]))
-      out += self._generate(prompts[sl], params, None if session_ids is None else session_ids[sl], row_keys)
+      out += self._generate(prompts[sl], params, None if session_ids is None else session_ids[sl], key_data[sl])
     return out
 
   def _row_keys(self, seeds, call_key, start: int, n: int):
@@ -679,8 +735,9 @@ class JaxEngine:
       return seed_keys(list(seeds[start:start + n]) + [0] * (npad - n))
     return indexed_keys(call_key, npad, start)
 
-  def _generate(self, prompts, params: SamplingParams, session_ids, row_keys) -> list[Completion]:
-    """One run of at most ``max_slots`` requests; ``row_keys[r]`` keys request r's draws."""
+  def _generate(self, prompts, params: SamplingParams, session_ids, key_data) -> list[Completion]:
+    """One run of at most ``max_slots`` requests; the row key whose data is ``key_data[r]`` keys request r's
+    draws."""
     self.stats["calls"] += 1
     keys, sessions = [], []
     busy = set(session_ids or ())
@@ -701,7 +758,7 @@ class JaxEngine:
     self._prefill_prompts([s.slot for s in sessions], [min(s.cached_len, len(p) - 1) for p, s in
                                                        zip(prompts, sessions)], prompts)
     gen, gen_lp = self._decode_rows(prompts, [s.slot for s in sessions], params,
-                                    np.asarray(jax.random.key_data(row_keys), np.uint32))
+                                    key_data)
     stops = set(params.stop_token_ids)
     out = []
     for i, (p, s) in enumerate(zip(prompts, sessions)):
@@ -777,9 +834,10 @@ class JaxEngine:
     sig = (bb, max_new, top_k, greedy, n_stop, length)
     if sig not in self._decode_fns:
       options = decode_compiler_options(self._kernels, jax.default_backend())
-      self._decode_fns[sig] = jax.jit(functools.partial(self._decode_impl, max_new=max_new, top_k=top_k,
-                                                        greedy=greedy, length=length), donate_argnums=(1,),
-                                      compiler_options=options or None)
+      # setdefault: engines sharing the table (``share_with``) from several threads keep one program per signature
+      self._decode_fns.setdefault(sig, jax.jit(functools.partial(self._decode_impl, max_new=max_new, top_k=top_k,
+                                                                 greedy=greedy, length=length), donate_argnums=(1,),
+                                               compiler_options=options or None))
     return self._decode_fns[sig]
 
   def _resident_prefix(self, prompt: Sequence[int], end: int, exclude: set[int]) -> tuple[int, int]:

@@ -8,7 +8,8 @@ import tempfile
 
 
 def build_engine(rollout_cfg, model, model_path: str | None, mesh=None, seed: int = 0):
-  """``rollout_cfg.engine``: "jax" (KV-cache sampler on the trainer's devices), "vllm" (in-process vLLM,
+  """``rollout_cfg.engine``: "jax" (KV-cache sampler on the trainer's devices; with ``rollout.jax_workers`` > 1,
+  that many samplers side by side on one device, ``codjax.rollout.jax_workers``), "vllm" (in-process vLLM,
   which loads ``model_path`` and then receives the trainer's weights through ``update_weights``) or "fleet"
   (``codjax.rollout.fleet.FleetEngine`` over ``rollout.fleet.servers``, or over ``rollout.fleet.num_servers``
   servers it starts on ``model_path``; weights go through ``make_transport(rollout.fleet.transport)``, and the
@@ -22,6 +23,15 @@ def build_engine(rollout_cfg, model, model_path: str | None, mesh=None, seed: in
   if rollout_cfg.engine == "jax":
     from codjax.rollout.jax_engine import JaxEngine
 
+    workers = int(rollout_cfg.get("jax_workers", 1))
+    if workers > 1:  # side-by-side engines on one host device (codjax.rollout.jax_workers)
+      from codjax.rollout.jax_workers import JaxWorkers
+
+      if mesh is not None and mesh.devices.size > 1:
+        raise ValueError(f"rollout.jax_workers={workers} runs its engines on one device, but the mesh has "
+                         f"{mesh.devices.size}: set rollout.jax_workers=1 to sample on the mesh")
+      return JaxWorkers(model, workers=workers, max_slots=int(rollout_cfg.max_slots), max_seq_len=max_len,
+                        seed=seed, kernels=str(rollout_cfg.jax_kernels))
     return JaxEngine(model, max_slots=int(rollout_cfg.max_slots), max_seq_len=max_len, mesh=mesh, seed=seed,
                      kernels=str(rollout_cfg.jax_kernels))
   if rollout_cfg.engine == "vllm":

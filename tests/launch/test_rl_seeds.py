@@ -20,7 +20,7 @@ import pytest
 
 from codjax.eval.rl_seeds import SeedRow, format_table, read_row
 
-pytestmark = pytest.mark.slow  # three launch/train.py runs of the tiny model (~3 min on 2 cores)
+pytestmark = pytest.mark.slow  # four launch/train.py runs of the tiny model (~4 min on 2 cores)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MAIN_JOB = os.path.join(ROOT, "experiments", "tiny_cod_frozenlake.py")
@@ -134,6 +134,30 @@ def test_the_table_holds_each_seeds_paired_effect(sweep):
   assert summary["min_z"] == pytest.approx(min(r["z"] for r in summary["rows"]))
   assert open(os.path.join(out_root, "rl_seeds.md")).read().strip() in stdout
   assert "of 2 RL seeds at or above 3 standard errors" in stdout
+
+
+def test_rl_through_two_jax_workers_trains_on_what_one_engine_samples(sft_run, sweep, tmp_path):
+  """``rollout.jax_workers=2`` (two samplers side by side, codjax.rollout.jax_workers) through the launcher and
+  the trainer: seed 1's run samples the same episodes as the sweep's single-engine seed 1 (same evaluation pack
+  rewards before and after, same rollout rewards and token counts per step), and trains to the same losses up to
+  float rounding (the workers' batches have other shapes)."""
+  out_root = str(tmp_path / "workers")
+  proc = _run(_sweep_args(sft_run, out_root, seeds="1") + ["--config.rollout.jax_workers=2"])
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+  one, two = (os.path.join(root, "seed1") for root in (sweep[0], out_root))
+  assert json.load(open(os.path.join(two, "config.json")))["rollout"]["jax_workers"] == 2
+  for tag in ("start", "final"):
+    rewards = [json.load(open(os.path.join(d, "eval", f"{tag}.json")))["results"]["frozenlake"]["pack_rewards"]
+               for d in (one, two)]
+    assert rewards[0] == rewards[1], tag
+  rows = [[json.loads(line) for line in open(os.path.join(d, "metrics.jsonl"))] for d in (one, two)]
+  rows = [[r for r in rs if "train/loss" in r] for rs in rows]
+  assert len(rows[0]) == len(rows[1]) == RL_STEPS
+  for a, b in zip(*rows):
+    same = [k for k in a if k.startswith(("reward", "generated_tokens", "response_tokens", "batch/", "hint_parse",
+                                          "format_error"))]
+    assert len(same) >= 10 and {k: a[k] for k in same} == {k: b.get(k) for k in same}
+    assert b["train/loss"] == pytest.approx(a["train/loss"], rel=1e-4, abs=1e-6)
 
 
 def test_a_second_invocation_reads_the_finished_seeds_back(sft_run, sweep):

@@ -25,3 +25,25 @@ def peaked_ckpt(tiny_ckpt, tmp_path_factory):
   out = str(tmp_path_factory.mktemp("rollout_ckpt") / "peaked")
   save_pretrained(model, out, tokenizer=load_tokenizer(tiny_ckpt))
   return out
+
+
+@pytest.fixture(scope="session")
+def compilations():
+  """``compilations(fn)``: the XLA backend compilations (seconds each) that running ``fn()`` triggers
+  (``jax.monitoring``)."""
+  import jax
+
+  def run(fn) -> list[float]:
+    compiles = []
+
+    def count(event, secs, **kw):
+      if event == "/jax/core/compile/backend_compile_duration":
+        compiles.append(secs)
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+      fn()
+    finally:
+      jax.monitoring.unregister_event_duration_listener(count)
+    return compiles
+  return run

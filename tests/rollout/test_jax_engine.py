@@ -113,7 +113,7 @@ def test_per_sequence_stopping(model, engine):
 
 
 @pytest.mark.parametrize("kernels", ["fast", "fast2"])
-def test_new_prompt_lengths_reuse_compiled_buckets(model, kernels):
+def test_new_prompt_lengths_reuse_compiled_buckets(model, kernels, compilations):
   """Prompts of new lengths in the same buckets compile nothing. Under "fast2" (packed prefill) a prefill
   program is also specialised to its packed size (a multiple of 16 tokens for these 8 x 16 chunks): a warm-up
   whose two rows hold 10 and 23 prompt tokens compiles both sizes, then every composition below reuses them."""
@@ -270,7 +270,7 @@ def test_call_seed_without_per_request_seeds_is_reproducible(model, engine):
   assert [x.token_ids for x in b.generate(SEEDED, u)] != [x.token_ids for x in ub]
 
 
-def test_changing_seeds_and_batch_composition_does_not_recompile(model):
+def test_changing_seeds_and_batch_composition_does_not_recompile(model, compilations):
   """Row keys are traced kernel arguments: after one call of each keying (per-request seeds, call seed,
   engine key), other seeds, another order and other prompts of the same length buckets compile nothing (XLA
   backend compilations counted through ``jax.monitoring``, eager helper ops included)."""
@@ -289,7 +289,7 @@ def test_changing_seeds_and_batch_composition_does_not_recompile(model):
   assert not compiles, f"{len(compiles)} XLA compilations after warm-up"
 
 
-def test_new_request_counts_within_a_power_of_two_do_not_recompile(model):
+def test_new_request_counts_within_a_power_of_two_do_not_recompile(model, compilations):
   """The host-side row arrays of a call (row keys, last hidden states, their gathers and scatters) are padded
   to powers of two: after calls of 5 and 8 requests, calls of 6 and 7 (either keying, other prompts of the
   same length) compile nothing, and a padded call's replies are the ones each request gets alone."""
@@ -313,22 +313,6 @@ def test_new_request_counts_within_a_power_of_two_do_not_recompile(model):
   alone = JaxEngine(model, max_slots=8, max_seq_len=256)
   for r, prompt in enumerate(batch(7, 40)):
     assert_same_reply(got[7][r], alone.generate([prompt], sampled((100 + r,), max_tokens=4))[0])
-
-
-def compilations(fn) -> list[float]:
-  """The XLA backend compilations (seconds each) that running ``fn()`` triggers (``jax.monitoring``)."""
-  compiles = []
-
-  def count(event, secs, **kw):
-    if event == "/jax/core/compile/backend_compile_duration":
-      compiles.append(secs)
-
-  jax.monitoring.register_event_duration_secs_listener(count)
-  try:
-    fn()
-  finally:
-    jax.monitoring.unregister_event_duration_listener(count)
-  return compiles
 
 
 def test_bad_per_request_seeds_raise_clear_errors(engine):
@@ -390,7 +374,7 @@ def test_submit_poll_equals_generate_with_the_same_seeds(model, engine):
   assert_same_reply(turn2, engine.generate([hist], sampled((9,)))[0])
 
 
-def test_submit_poll_does_not_recompile_across_batch_compositions(model):
+def test_submit_poll_does_not_recompile_across_batch_compositions(model, compilations):
   """After a warm-up over the batch buckets, other seeds, other prompts of the same length buckets and other
   arrival orders compile nothing (XLA compilations counted through ``jax.monitoring``)."""
   eng = JaxEngine(model, max_slots=4, max_seq_len=256)
@@ -575,7 +559,7 @@ def test_continuous_arrivals_copy_prefixes_of_resident_and_ended_sessions(model)
   assert eng.stats["shared_tokens"] == before
 
 
-def test_min_batch_pads_small_calls_to_one_compiled_batch(model, engine):
+def test_min_batch_pads_small_calls_to_one_compiled_batch(model, engine, compilations):
   """The default ``min_batch`` of 8 under the "fast" kernels (every decode phase at least ``min_batch`` rows;
   "fast2" lets phases shrink to 2 rows: test_decode_phases_shrink_below_min_batch_under_fast2): after one call
   of 5 requests, calls of 1, 2 and 3 requests (other prompts of the same length buckets) run the same 8-row
@@ -720,7 +704,7 @@ def test_unrolled_prefill_writes_the_scanned_prefill_s_cache_bit_for_bit(model, 
   assert "while" in hlo["fast_scan"] and "while" not in hlo["fast"]
 
 
-def test_decode_phases_shrink_below_min_batch_under_fast2(model):
+def test_decode_phases_shrink_below_min_batch_under_fast2(model, compilations):
   """``kernels="fast2"`` ("fast" with ``decode_floor=2``): a call whose replies end at different lengths keeps
   halving its decode batch below ``min_batch`` (8 -> 4 -> 2 rows) where "fast" runs every phase at 8 rows; the
   replies are the same (tokens exactly, logprobs within float rounding), a second identical call compiles
@@ -747,7 +731,7 @@ def test_decode_phases_shrink_below_min_batch_under_fast2(model):
   assert [fast2._prefill_floor(c) for c in (16, 64, 512)] == [engines["fast"]._prefill_floor(c) for c in (16, 64, 512)]
 
 
-def test_fast3_decodes_small_batches_from_panel_weights_with_the_same_replies(model, peaked_ckpt, monkeypatch):
+def test_fast3_decodes_small_batches_from_panel_weights_with_the_same_replies(model, peaked_ckpt, monkeypatch, compilations):
   """``kernels="fast3"`` ("fast2" plus ``decode_panels``): on an AVX-512 host the decode phases of 2 and 4 rows
   read the layer weights as column panels (``PanelWeight``, made once per weight version) and the 8-row phase
   the per-layer weights; the replies are fast2's (tokens exactly, logprobs within float rounding) before and
@@ -831,7 +815,7 @@ def test_packed_prefill_matches_padded_prefill(model, monkeypatch):
   assert sum(n for n, _ in shapes) < sum(b * c for _, (b, c) in shapes) / 2, shapes
 
 
-def test_fast2_decode_windows_follow_the_furthest_position_in_64_steps(model):
+def test_fast2_decode_windows_follow_the_furthest_position_in_64_steps(model, compilations):
   """``Kernels.decode_window_step`` ("fast2"): a decode call works on the next multiple of 64 positions at or
   past its furthest position (prompt length - 1 + the reply budget; at least 128), where "fast" takes powers
   of two below 512; the replies are those of "fast" (tokens exactly, logprobs within float rounding) and match the

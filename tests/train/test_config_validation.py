@@ -19,6 +19,8 @@ def _cfg(**over):
     ("rollout.temperature", 0.0, "rollout.temperature"),
     ("rollout.top_p", 1.5, "rollout.top_p"),
     ("rollout.jax_kernels", "turbo", "rollout.jax_kernels"),
+    ("rollout.jax_workers", 0, "rollout.jax_workers"),
+    ("rollout.jax_workers", 257, "rollout.jax_workers"),
     ("algorithm.loss", "dpo", "algorithm.loss"),
     ("algorithm.returns", "sum", "algorithm.returns"),
     ("algorithm.kl_coef", 0.1, "kl_type"),
