@@ -333,7 +333,8 @@ class _StreamRow:
   lps: list[float] = dataclasses.field(default_factory=list)
 
 
-def _check_requests(prompts, session_ids) -> None:
+def check_requests(prompts, session_ids) -> None:
+  """``generate``'s checks of a call's session ids (also ``codjax.rollout.jax_workers``'s)."""
   if session_ids is not None and len(session_ids) != len(prompts):
     raise ValueError("session_ids must match prompts one to one")
   if session_ids is not None and len(set(session_ids)) != len(session_ids):
@@ -692,7 +693,7 @@ class JaxEngine:
                session_ids: Sequence[int] | None = None) -> list[Completion]:
     if not prompts:
       return []
-    _check_requests(prompts, session_ids)  # before the key split: a refused call leaves the engine's key as it was
+    check_requests(prompts, session_ids)  # before the key split: a refused call leaves the engine's key as it was
     return self.generate_keyed(prompts, params, session_ids, self.call_keys(params, len(prompts)))
 
   def call_keys(self, params: SamplingParams, n: int) -> np.ndarray:
@@ -715,7 +716,7 @@ class JaxEngine:
     requests over several engines and keep every request's draws (``codjax.rollout.jax_workers``)."""
     if not prompts:
       return []
-    _check_requests(prompts, session_ids)
+    check_requests(prompts, session_ids)
     key_data = np.asarray(key_data, np.uint32)
     if key_data.ndim != 2 or key_data.shape[0] < len(prompts):
       raise ValueError(f"key data {key_data.shape} for {len(prompts)} requests: need [>= {len(prompts)}, key size]")

@@ -32,23 +32,23 @@ from typing import Sequence
 import numpy as np
 
 from codjax.rollout.base import Completion, SamplingParams
-from codjax.rollout.jax_engine import JaxEngine
+from codjax.rollout.jax_engine import JaxEngine, check_requests
 
 
 class JaxWorkers:
-  """W ``JaxEngine`` workers on one host (module docstring). ``max_slots`` is the total of their cache slots;
-  the other keyword arguments are ``JaxEngine``'s (one ``seed`` keys every unseeded call, as one engine's
-  would)."""
+  """W ``JaxEngine`` workers on one host (module docstring). ``max_slots``: the cache slots of all workers
+  together, split evenly (rounded up to a multiple of W); the other keyword arguments are ``JaxEngine``'s (one
+  ``seed`` keys every unseeded call, as one engine's would)."""
 
   def __init__(self, model, *, workers: int = 2, max_slots: int = 64, mesh=None, **engine_kwargs):
-    if int(workers) < 1:
-      raise ValueError(f"workers must be >= 1, got {workers}")
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+      raise ValueError(f"workers must be an int >= 1, got {workers!r}")
     if mesh is not None:
       raise ValueError("JaxWorkers runs its workers on the host's default device; an engine on a mesh is one "
                        "JaxEngine (rollout.jax_workers=1)")
     if max_slots < workers:
       raise ValueError(f"max_slots={max_slots} gives some of the {workers} workers no cache slot")
-    self.workers = int(workers)
+    self.workers = workers
     per = math.ceil(max_slots / self.workers)
     first = JaxEngine(model, max_slots=per, **engine_kwargs)
     self._engines = [first] + [JaxEngine(model, max_slots=per, share_with=first, **engine_kwargs)
@@ -104,10 +104,7 @@ class JaxWorkers:
     n = len(prompts)
     if n == 0:
       return []
-    if session_ids is not None and len(session_ids) != n:
-      raise ValueError("session_ids must match prompts one to one")
-    if session_ids is not None and len(set(session_ids)) != n:
-      raise ValueError("session_ids must be distinct within one generate call")
+    check_requests(prompts, session_ids)
     keys = self._engines[0].call_keys(params, n)
     where = self._assign(n, session_ids)
     groups = {w: [i for i in range(n) if where[i] == w] for w in range(self.workers)}

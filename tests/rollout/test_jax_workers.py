@@ -113,8 +113,9 @@ def test_cod_rollout_through_workers_equals_one_engine(model, peaked_ckpt):
 
 
 def test_bad_settings_and_requests_raise_clear_errors(model):
-  with pytest.raises(ValueError, match="workers must be >= 1"):
-    JaxWorkers(model, workers=0)
+  for bad in (0, 1.5):
+    with pytest.raises(ValueError, match="workers must be an int >= 1"):
+      JaxWorkers(model, workers=bad)
   with pytest.raises(ValueError, match="gives some of the 4 workers no cache slot"):
     JaxWorkers(model, workers=4, max_slots=3)
   first = JaxEngine(model, max_slots=2, max_seq_len=256)
