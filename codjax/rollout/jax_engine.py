@@ -411,11 +411,9 @@ class JaxEngine:
       self._check_shareable(share_with, mesh, min_batch)
     self._split_fn = jax.jit(lambda p: nnx.merge(self._graphdef, p).split_layers())
     self._panel_fn = None  # the jitted panel_layers program, made on first use (``_panel_weights``)
-    if share_with is not None:  # its weights (the same values: ``use_weights_of``)
-      self._params, self._layers, self._panels = share_with._params, share_with._layers, share_with._panels
-    else:
-      self._layers = self._split_weights(self._params)
-      self._panels = self._panel_weights(self._layers)
+    # per-layer weights and panels: made here, or the shared engine's (``use_weights_of``, at the end)
+    self._layers = self._split_weights(self._params) if share_with is None else None
+    self._panels = self._panel_weights(self._layers)
     self._free = list(range(self.max_slots, 0, -1))
     # free slots that still hold an ended session's prefix (slot -> its tokens in cache positions [0, len)):
     # continuous batching's arrivals copy from them until the slot is taken again
@@ -430,10 +428,6 @@ class JaxEngine:
                                       static_argnames=("chunk_shape", "length"))
     self._copy_fn = jax.jit(self._copy_impl, donate_argnums=(0,), static_argnames=("length",))
     self._decode_fns: dict[tuple, object] = {}
-    if share_with is not None:  # the other engine's programs: the same kernels, compiled once for both
-      self._split_fn, self._panel_fn = share_with._split_fn, share_with._panel_fn
-      self._prefill_fn, self._prefill_packed_fn = share_with._prefill_fn, share_with._prefill_packed_fn
-      self._copy_fn, self._decode_fns = share_with._copy_fn, share_with._decode_fns
     self._clock = 0
     self._anon = 0
     self.stats = {"prefill_tokens": 0, "reused_tokens": 0, "generated_tokens": 0, "calls": 0, "evictions": 0,
@@ -443,6 +437,11 @@ class JaxEngine:
     self._stream_sig: tuple | None = None
     self._stream_params: SamplingParams | None = None
     self._next_rid = 0
+    if share_with is not None:  # the other engine's programs (the same kernels, compiled once for both), weights
+      self._split_fn, self._panel_fn = share_with._split_fn, share_with._panel_fn
+      self._prefill_fn, self._prefill_packed_fn = share_with._prefill_fn, share_with._prefill_packed_fn
+      self._copy_fn, self._decode_fns = share_with._copy_fn, share_with._decode_fns
+      self.use_weights_of(share_with)
 
   def _check_shareable(self, other: "JaxEngine", mesh, min_batch: int) -> None:
     """Raises unless ``other``'s jitted kernels compute what this engine's own would (``share_with``)."""
@@ -694,7 +693,7 @@ class JaxEngine:
     if not prompts:
       return []
     check_requests(prompts, session_ids)  # before the key split: a refused call leaves the engine's key as it was
-    return self.generate_keyed(prompts, params, session_ids, self.call_keys(params, len(prompts)))
+    return self._generate_runs(prompts, params, session_ids, self.call_keys(params, len(prompts)))
 
   def call_keys(self, params: SamplingParams, n: int) -> np.ndarray:
     """The row keys ``generate`` gives a call of ``n`` requests (module docstring), as their key data (uint32
@@ -720,6 +719,10 @@ class JaxEngine:
     key_data = np.asarray(key_data, np.uint32)
     if key_data.ndim != 2 or key_data.shape[0] < len(prompts):
       raise ValueError(f"key data {key_data.shape} for {len(prompts)} requests: need [>= {len(prompts)}, key size]")
+    return self._generate_runs(prompts, params, session_ids, key_data)
+
+  def _generate_runs(self, prompts, params: SamplingParams, session_ids, key_data) -> list[Completion]:
+    """Checked requests in runs of at most ``max_slots`` (``_generate``)."""
     out = []
     for i in range(0, len(prompts), self.max_slots):  # more requests than slots: runs of max_slots
       sl = slice(i, i + self.max_slots)
