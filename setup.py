@@ -66,6 +66,8 @@ setup(
     extras_require={
         "gpu": GPU,
         "household": HOUSEHOLD,
+        # `pip install -e '.[notebook]'`: Jupyter for notebooks/ (nbconvert comes with it, for headless runs)
+        "notebook": ["notebook>=7.4,<8", "ipykernel>=6.29,<8"],
         "test": [
             "alfworld==0.4.2",  # = HOUSEHOLD (written out: tests/test_gpu_extra.py reads these lists as literals)
             "pytest>=8,<10",

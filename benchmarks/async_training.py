@@ -1,4 +1,4 @@
-"""A tiny run, synchronous against asynchronous with bounded staleness (``rollout.mode``; codjax issue 21).
+"""A tiny run, synchronous against asynchronous with bounded staleness (``rollout.mode``).
 
 The run: the trainer tests' tiny CoD configuration (a random tiny Qwen3 with a transcript-trained tokenizer,
 FrozenLake-Obscure packs, JAX engine), ``--packs_per_step`` packs of 2 tasks x 2 repeats per step, replies of
@@ -74,8 +74,8 @@ def tiny_config(run_dir: str, model_dir: str, steps: int, mode: str, servers: st
 
 
 def run_mode(work: str, model_dir: str, mode: str, steps: int, warmup: int, servers: str = "") -> list[object]:
+  from codjax.common.metrics import read_jsonl
   from codjax.train.loop import Trainer
-  from codjax.train.metrics import read_jsonl
 
   cfg = tiny_config(os.path.join(work, mode), model_dir, steps, mode, servers)
   t = Trainer(cfg)

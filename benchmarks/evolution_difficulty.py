@@ -1,4 +1,5 @@
-"""Paper Figure 3 / Table 1 for every evolvable environment: difficulty per generation, per direction and effort.
+"""Environment Evolution paper (arXiv 2609.04128) Figure 3 / Table 1 for every evolvable environment: difficulty
+per generation, per direction and effort (docs/methods/environment_evolution.md).
 
   python benchmarks/evolution_difficulty.py --lineages=10 --generations=8 --out=/tmp/evo_fig3
   python benchmarks/evolution_difficulty.py --envs=maze,wordle --settings=length:high,all:max --lineages=4
@@ -25,13 +26,13 @@ from absl import app
 from absl import flags
 
 from codjax.agents.episode import PolicyBackend
+from codjax.common.metrics import Progress
 from codjax.envs.base import derive_seed
 from codjax.envs.experts import make_policy
 from codjax.evolve import registry
 from codjax.evolve.base import DIRECTIONS
 from codjax.evolve.difficulty import deltas, measure_lineages
 from codjax.evolve.evolution import EvolveSettings, grow, lineage_id_seed, seed_node
-from codjax.train.metrics import Progress
 
 ALL_ENVS = ("maze", "mastermind", "minesweeper", "hangman", "wordle", "blackjack", "rps", "frozenlake_obscure",
             "alchemy_random", "alfworld_synth", "terminal_simulator")
@@ -40,7 +41,7 @@ SETTINGS = ("scenario:high", "skill:high", "length:high", "all:low", "all:high",
 _ENVS = flags.DEFINE_list("envs", list(ALL_ENVS), "Evolvable environments.")
 _SETTINGS = flags.DEFINE_list("settings", list(SETTINGS), "directions:effort (directions 'all' = the three).")
 _LINEAGES = flags.DEFINE_integer("lineages", 10, "Lineages per environment and setting.")
-_GENERATIONS = flags.DEFINE_integer("generations", 8, "Generation cap (paper: 15).")
+_GENERATIONS = flags.DEFINE_integer("generations", 8, "Generation cap (paper Sec. 5.2: 15).")
 _ROLLOUTS = flags.DEFINE_integer("rollouts", 8, "Rollouts per environment and agent (B).")
 _SEED_TRIES = flags.DEFINE_integer("seed_tries", 8, "Instance seeds tried per seed environment.")
 _OUT = flags.DEFINE_string("out", "/tmp/evolution_difficulty", "Lineage files and results.json.")

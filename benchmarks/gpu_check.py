@@ -1,4 +1,4 @@
-"""GPU readiness check: one script to run first on a new GPU machine (issue 22). Writes one JSON and prints a
+"""GPU readiness check: one script to run first on a new GPU machine. Writes one JSON and prints a
 table; exits non-zero when any check failed.
 
   python benchmarks/gpu_check.py                    # --mode=auto: full on a GPU backend, cpu otherwise

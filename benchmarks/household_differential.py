@@ -1,4 +1,6 @@
-"""The household differential run: tier-2 ``world.py`` against the tier-1 ALFWorld engine (orbit_evo.md B.7).
+"""The household differential run: tier-2 ``world.py`` against the tier-1 ALFWorld engine.
+
+What the two tiers are and why they are compared: docs/methods/evoharness.md.
 
 Generates ``--num_problems`` certified problems of ``alfworld_synth`` (``--preset`` sets the room sizes; the
 problems cycle through the splits train, valid_seen, valid_unseen; problem k of split s comes from pack seed

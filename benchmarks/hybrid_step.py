@@ -1,5 +1,5 @@
 """Model throughput of the Qwen3.5/3.6 hybrid: codjax's jitted ``Qwen35`` against transformers'
-``Qwen3_5ForCausalLM`` / ``Qwen3_5MoeForCausalLM`` + torch, same run (codjax issue 18).
+``Qwen3_5ForCausalLM`` / ``Qwen3_5MoeForCausalLM`` + torch, same run.
 
 The model is ``preset("tiny-hybrid")`` (``--moe``: ``preset("tiny-hybrid-moe")``) with its shape overridden by
 the flags: by default hidden 256, 8 layers (3 Gated DeltaNet + 1 gated full attention, repeating), 8 query /

@@ -1,4 +1,5 @@
-"""EL vs random scheduling from two runs' metrics (environment-evolution paper, Figure 5).
+"""EL vs random scheduling from two runs' metrics (Environment Evolution paper, arXiv 2609.04128, Sec. 5.4,
+Figure 5; docs/methods/environment_evolution.md).
 
   python benchmarks/scheduler_comparison.py --runs=runs/evolve_tiny_maze,runs/evolve_tiny_maze_random
 

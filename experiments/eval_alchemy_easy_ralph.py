@@ -1,11 +1,13 @@
 """Benchmark: Alchemy-Random easy in the Ralph loop (paper Sec. 3.3 and Figure 4, setting A: "performance
 improvements can be observed for evaluation on Alchemy-Random and TerminalSimulator (in both CoD-Deploy and
 Ralph-loop settings)"). ``eval_alchemy_easy.py`` with ``eval.packing = "ralph_sample"``: each of the 500 packs
-solves its first test task 8 times, with context updates in between (cod_reference.md sec. 1.1
+solves its first test task 8 times, with context updates in between (Trinity-RFT ``cod_workflow.py``,
 ``packing_strategy``; the Ralph loop is CoD-Deploy whose task sequence repeats one task, paper Sec. 3.3).
 Everything else (500 packs of 8, Table 1's evaluation limits, temperature 1.0) is the CoD benchmark's.
 
   python launch/evaluate.py --config=experiments/eval_alchemy_easy_ralph.py --config.model.path=CKPT --out=DIR
+
+Method: docs/methods/cod.md. Results: docs/results.md.
 """
 
 import os

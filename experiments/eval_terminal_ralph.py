@@ -1,10 +1,12 @@
 """Benchmark: TerminalSimulator in the Ralph loop (paper Sec. 3.3, Figures 4 and 5: cross-domain evaluation
 "in both CoD-Deploy and Ralph-loop settings"). ``eval_terminal.py`` with ``eval.packing = "ralph_sample"``:
-each of the 500 packs solves its first test task 8 times, with context updates in between (cod_reference.md
-sec. 1.1 ``packing_strategy``); everything else is the CoD benchmark's (500 packs of 8, agent action budget
+each of the 500 packs solves its first test task 8 times, with context updates in between (Trinity-RFT
+``cod_workflow.py``, ``packing_strategy``); everything else is the CoD benchmark's (500 packs of 8, agent action budget
 12, composite ratio 0.5, Table 1's evaluation limits, temperature 1.0).
 
   python launch/evaluate.py --config=experiments/eval_terminal_ralph.py --config.model.path=CKPT --out=DIR
+
+Method: docs/methods/cod.md. Results: docs/results.md.
 """
 
 import os

@@ -7,17 +7,19 @@ Success is the environment's raw outcome (goal reached: raw reward 1 > 0); CoD's
 is ignored, as ORBIT ignores shaped rewards. Everything else is ORBIT's recipe (experiments/orbit_qwen3_8b.py:
 K = 4, batch 64, lr 1e-6, clip 0.2 / 0.28, seq-mean-token-mean, no KL / entropy, 100 steps, extra episodes
 after fast wins under the T*H step cap with H = the task's agent budget). Evaluation: CoD's out-of-distribution
-FrozenLake ``hard`` preset (cod_reference.md 4.2) under the same protocol, with ORBIT's evaluation sampling
+FrozenLake ``hard`` preset (CoD paper Appendix B, Table 2) under the same protocol, with ORBIT's evaluation sampling
 (temperature 0.6). Compare with CoD-Train on FrozenLake (its packs share the hidden mapping across
 different maps) at equal model and step budget.
 
   python launch/train.py --config=experiments/orbit_frozenlake_qwen3_8b.py --config.model.path=/path/to/Qwen3-8B
+
+Methods: docs/methods/orbit.md, docs/methods/cod.md. Results: docs/results.md.
 """
 
 import os
 
 from codjax.train.config import env_entry, load_experiment
-from codjax.train.orbit_workflow import orbit_config
+from codjax.workflows.orbit import orbit_config
 
 
 def _orbit_config():
@@ -28,10 +30,10 @@ def get_config():
   c = _orbit_config().get_config()
   c.name = "orbit_frozenlake_qwen3_8b"
   c.run_dir = "runs/orbit_frozenlake_qwen3_8b"
-  # CoD paper's FrozenLake training distribution (cod_reference.md 2.1 "train": side 4-5, agent budget 8)
+  # CoD paper Table 2 (easy): FrozenLake training distribution, side 4-5, agent action budget 8
   c.data.envs = {"frozenlake": env_entry("frozenlake_obscure", "train")}
-  c.data.n_train, c.data.n_test = 50_000, 4_000  # CoD's FrozenLake splits (cod_reference.md 4.1)
-  c.orbit = orbit_config(extra_episodes=True, zero_reward_on_overflow=True, same_task=True)
-  c.eval.envs = {"frozenlake_hard": env_entry("frozenlake_obscure", "hard")}
-  c.eval.num_packs = 256
+  c.data.n_train, c.data.n_test = 50_000, 4_000  # CoD paper Table 2 caption: 50,000 train / 4,000 test
+  c.orbit = orbit_config(extra_episodes=True, zero_reward_on_overflow=True, same_task=True)  # one task, T episodes
+  c.eval.envs = {"frozenlake_hard": env_entry("frozenlake_obscure", "hard")}  # CoD paper Table 2 (hard)
+  c.eval.num_packs = 256  # ORBIT paper Sec. 4.2: 256 test instances
   return c

@@ -1,4 +1,5 @@
-"""Difficulty along evolved lineages, measured with fixed reference agents (paper Figure 3 and Table 1).
+"""Difficulty along evolved lineages, measured with fixed reference agents (Environment Evolution paper,
+arXiv 2609.04128, Sec. 5.2-5.3: Figure 3 and Table 1; docs/methods/environment_evolution.md).
 
   python launch/difficulty.py --runs=lineages/maze_scenario_high,lineages/maze_length_high --rollouts=8
   python launch/difficulty.py --runs=lineages/maze --agents=expert,random,model --model=runs/tiny/hf
@@ -28,12 +29,12 @@ import time
 from absl import app
 from absl import flags
 from codjax.agents.episode import PolicyBackend
+from codjax.common.metrics import Progress
 from codjax.envs.experts import make_policy
 from codjax.evolve import registry
 from codjax.evolve.difficulty import deltas, measure_run
 from codjax.evolve.lineage import load_lineages
 from codjax.rollout.jax_engine import KERNELS
-from codjax.train.metrics import Progress
 
 _RUNS = flags.DEFINE_list("runs", None, "Lineage directories (launch/evolve.py --out).", required=True)
 _AGENTS = flags.DEFINE_list("agents", ["expert", "random"], "Reference agents: expert, random, model.")
@@ -53,8 +54,8 @@ def model_backend(path: str, max_tokens: int, temperature: float, seed: int):
   from codjax.agents.token_backend import EngineBackend
   from codjax.models import from_pretrained
   from codjax.models.tokenizer import load_tokenizer
-  from codjax.rollout.jax_engine import JaxEngine
   from codjax.rollout.base import SamplingParams
+  from codjax.rollout.jax_engine import JaxEngine
 
   model = from_pretrained(path, dtype="float32")
   engine = JaxEngine(model, max_slots=64, max_seq_len=4096, seed=seed, kernels=_KERNELS.value)

@@ -1,5 +1,5 @@
-"""CoD-Deploy evaluation (cod_reference.md sec. 5): one trajectory per test pack, mean reward +- s.e. per
-position.
+"""CoD-Deploy evaluation (CoD paper, Sec. 3.3; docs/methods/cod.md): one trajectory per test pack, mean
+reward +- s.e. per position.
 
 This launcher only chooses what is evaluated and writes the files; the evaluation itself is the trainer's
 (``codjax.eval.runner``, also called by ``codjax.train.loop.Trainer.evaluate``): the same packs (the first
@@ -62,7 +62,8 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
-from codjax.train import host_allocator, interrupts
+from codjax.common import interrupts
+from codjax.train import host_allocator
 
 ENGINES = ("jax", "vllm", "openai", "expert", "random")
 
@@ -156,7 +157,7 @@ class _TextPolicies:
   def backend_for(self, spec):
     from codjax.agents.episode import PolicyBackend
     from codjax.eval.runner import token_counting_backend
-    from codjax.train.sft import scripted_policy
+    from codjax.workflows.scripted import scripted_policy
 
     if self.server is not None:
       inner = self.server_backend
@@ -268,7 +269,7 @@ def main(argv):
           flush=True)
     sys.exit(130 if isinstance(e, KeyboardInterrupt) else 3)
   path = write_eval(_OUT.value, results, meta)
-  from codjax.train.workflows import get_workflow
+  from codjax.workflows import get_workflow
 
   who = _LABEL.value or (opts.engine if opts.engine not in ("jax", "vllm")
                          else f"{opts.engine}:{os.path.basename(os.path.normpath(str(cfg.model.path)))}")

@@ -1,4 +1,5 @@
-"""Grows verified difficulty lineages from seed environments (issue 20; orbit_evo.md C.2, C.5).
+"""Grows verified difficulty lineages from seed environments (Environment Evolution paper, arXiv 2609.04128,
+Sec. 4.1; docs/methods/environment_evolution.md).
 
   python launch/evolve.py --env=maze --lineages=10 --out=lineages/maze                  # high effort, 3 directions
   python launch/evolve.py --env=maze --lineages=10 --directions=length --effort=low --out=lineages/maze_len_low
@@ -26,18 +27,18 @@ import time
 from absl import app
 from absl import flags
 
+from codjax.common.metrics import Progress
 from codjax.envs.base import derive_seed
 from codjax.evolve import registry
 from codjax.evolve.base import DIRECTIONS, EFFORTS, MAX_GENERATIONS
 from codjax.evolve.evolution import EvolveSettings, grow, lineage_id_seed, seed_node
 from codjax.evolve.lineage import lineage_path, load_lineage
-from codjax.train.metrics import Progress
 
 _ENV = flags.DEFINE_string("env", "maze", "Evolvable environment (codjax.evolve.registry).")
 _LINEAGES = flags.DEFINE_integer("lineages", 10, "How many lineages (seed environments).")
 _FIRST = flags.DEFINE_integer("first", 0, "Index of the first seed environment.")
 _OUT = flags.DEFINE_string("out", None, "Directory of the lineage files.", required=True)
-_EFFORT = flags.DEFINE_enum("effort", "high", list(EFFORTS), "Evolution effort (paper default: high).")
+_EFFORT = flags.DEFINE_enum("effort", "high", list(EFFORTS), "Evolution effort (paper default, Sec. 5.2: high).")
 _DIRECTIONS = flags.DEFINE_list("directions", list(DIRECTIONS), "Allowed directions (one: a fixed-direction run).")
 _GENERATIONS = flags.DEFINE_integer("generations", MAX_GENERATIONS, "Generation cap (at most 15).")
 _WIDTH = flags.DEFINE_integer("width", 1, "Environments accepted per generation.")

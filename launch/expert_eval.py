@@ -13,7 +13,7 @@ task is solved from scratch. ``--seeds_file`` (a ``launch/make_datasets.py`` out
 each pack from a dataset split instead of deriving them from the pack seed. Environment parameters are
 ml_collections config overrides, ``--params.<name>=<value>`` (a Python literal, else a string), the mechanism
 of the other launchers' ``--config.a.b=value``; the environment rejects names it does not know. Standard
-errors are ``codjax.eval.stats.mean_se`` over packs.
+errors are ``codjax.workflows.stats.mean_se`` over packs.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from ml_collections import config_flags
 import numpy as np
 
 from codjax.agents.cod import run_text_packs
+from codjax.common.metrics import Progress
 from codjax.envs import derive_seed, make
 from codjax.envs.experts import make_policy
-from codjax.eval.stats import mean_se
-from codjax.train.metrics import Progress
+from codjax.workflows.stats import mean_se
 
 _ENV = flags.DEFINE_string("env", None, "Registered environment name.", required=True)
 _PRESET = flags.DEFINE_string("preset", None, "Environment preset (omit to use the environment's default).")

@@ -1,13 +1,13 @@
 """Per-episode success of the ORBIT games' oracles and scripted players under the multi-episode protocol.
 
 Each trajectory is T episodes of one hidden instance played in one growing conversation by
-``codjax.agents.orbit.run_orbit`` (the protocol the trainer and ``launch/evaluate.py`` run; orbit_evo.md A.2):
-the system prompt, then ``[Episode k] New episode begins.`` plus the episode's first observation, the
-terminal observation of an episode carried into the next episode's first user message. Episodes are counted
-as in the paper's Algorithm 1 (exactly T, each of at most H turns: ``extra_episodes=False``); ORBIT's
+``codjax.agents.orbit.run_orbit`` (the protocol the trainer and ``launch/evaluate.py`` run;
+docs/methods/orbit.md): the system prompt, then ``[Episode k] New episode begins.`` plus the episode's first
+observation, the terminal observation of an episode carried into the next episode's first user message. Episodes
+are counted as in the paper's Algorithm 1 (exactly T, each of at most H turns: ``extra_episodes=False``); ORBIT's
 total-step cap only adds episodes after fast wins and leaves Ep1..EpT unchanged. Pack k has pack seed
-``derive_seed(seed, k)`` and task seeds ``derive_seed(pack seed, 7, e)`` (the games' own default), the
-policy's random choices come from ``PolicyBackend``'s per-turn streams of ``--seed``.
+``derive_seed(seed, k)`` and task seeds ``derive_seed(pack seed, 7, e)`` (the games' own default), the policy's
+random choices come from ``PolicyBackend``'s per-turn streams of ``--seed``.
 
   python launch/orbit_oracles.py                                   # all seven games, 256 instances, T = 3
   python launch/orbit_oracles.py --games=mastermind --mastermind_all_codes
@@ -35,14 +35,14 @@ from ml_collections import config_flags
 from codjax.agents.cod import Pack
 from codjax.agents.episode import PolicyBackend
 from codjax.agents.orbit import OrbitSettings, run_orbit
+from codjax.common.metrics import Progress
 from codjax.envs import derive_seed, make
 from codjax.envs.base import EnvFamily
 from codjax.envs.experts import make_policy
 from codjax.envs.games import GAMES
 from codjax.envs.games.mastermind import MastermindInstance, MastermindTask
 from codjax.envs.games.oracles.mastermind import all_codes
-from codjax.eval import orbit_metrics
-from codjax.train.metrics import Progress
+from codjax.workflows import orbit_metrics
 
 _GAMES = flags.DEFINE_list("games", list(GAMES), "Games to evaluate.")
 _INSTANCES = flags.DEFINE_integer("instances", 256, "Task instances (trajectories) per game.")

@@ -1,7 +1,7 @@
 """RL seeds from one SFT model: ``python launch/rl_seeds.py --config=experiments/<name>.py --sft_run=runs/<name>
 [--seeds=1,2,3] [--config.a.b=value ...] [--out_root=DIR]``.
 
-Issue 23's robustness check as one command: is the RL effect over 3 standard errors whatever the RL seed? For
+A robustness check as one command: is the RL effect over 3 standard errors whatever the RL seed? For
 each seed K, ``<out_root>/seed<K>`` gets the SFT run's ``sft_model/`` (hard links where the filesystem allows,
 else a copy) and ``sft_stats.json``; then ``launch/train.py`` runs in a child process with every
 ``--config.*`` flag given here and ``--config.seed=K``, ``--config.run_dir=<that directory>``,
@@ -25,7 +25,7 @@ import time
 from absl import app, flags
 from ml_collections import config_flags
 
-from codjax.train import interrupts
+from codjax.common import interrupts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "launch", "train.py")

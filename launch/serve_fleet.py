@@ -30,7 +30,7 @@ import time
 
 from absl import app, flags
 
-from codjax.train import interrupts
+from codjax.common import interrupts
 
 _MODEL = flags.DEFINE_string("model_path", None, "HF checkpoint directory or hub id the servers load", required=True)
 _NUM = flags.DEFINE_integer("num_servers", 1, "servers to start")

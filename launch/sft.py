@@ -29,9 +29,9 @@ def main(argv):
   from codjax.models.tokenizer import load_tokenizer
   from codjax.parallel import maybe_initialize_distributed, mesh_from_config
   from codjax.train.config import model_compute_overrides, validate
-  from codjax.train.data import env_specs
   from codjax.train.loop import ensure_model_dir
   from codjax.train.sft import run_sft
+  from codjax.workflows.packs import env_specs
 
   cfg = validate(_CONFIG.value)
   if cfg.sft.steps <= 0:

@@ -8,7 +8,8 @@ metrics.jsonl, TensorBoard events, eval/*.json and orbax checkpoints into ``conf
 from absl import app, flags
 from ml_collections import config_flags
 
-from codjax.train import host_allocator, interrupts
+from codjax.common import interrupts
+from codjax.train import host_allocator
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment config file", lock_config=True)
 _RESUME = flags.DEFINE_boolean("resume", False, "continue from the latest checkpoint in run_dir")

@@ -139,11 +139,11 @@ class _SignalInFinalizer:
 
 @pytest.fixture
 def dropped_sigterm():
-  """Installs ``codjax.train.interrupts`` for SIGTERM (the launchers' handler) and returns ``send()``, which
+  """Installs ``codjax.common.interrupts`` for SIGTERM (the launchers' handler) and returns ``send()``, which
   delivers a SIGTERM whose KeyboardInterrupt is dropped by a finalizer; restores the old handler after."""
   import signal
 
-  from codjax.train import interrupts
+  from codjax.common import interrupts
 
   old = signal.getsignal(signal.SIGTERM)
   interrupts.reset()

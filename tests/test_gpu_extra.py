@@ -99,7 +99,7 @@ def test_gpu_extra_is_pinned():
 
 
 def test_cuda_major_classifier_flags_the_mixed_stack():
-  # What `vllm>=0.22` with jax[cuda12] resolved to (spec/platform_notes.md section 6): vllm 0.33.0 on
+  # What `vllm>=0.22` with jax[cuda12] resolved to (pip dry run, 2026-12-02; docs/platform.md): vllm 0.33.0 on
   # torch 2.14.0 (CUDA 13 wheels) next to JAX's CUDA 12 plugin.
   mixed = {"jax": "0.10.2", "jax-cuda12-plugin": "0.10.2", "jax-cuda12-pjrt": "0.10.2",
            "nvidia-cudnn-cu12": "9.28.0.1", "nvidia-nccl-cu12": "2.32.3", "nvidia-cuda-runtime-cu12": "12.9.79",

@@ -4,14 +4,17 @@ One *trajectory* solves the S tasks of a pack in order. Before task i the curren
 into the task's system prompt (``cod_protocol.augment_system_prompt``); z_0 = ``"Hints: null"``. After every
 task but the last, an update-context episode sees the previous hint, the rendered trajectory, the
 (length-penalized) reward and the environment feedback, and writes z_{i+1} between the hint markers. A parse
-failure resets the context to ``"Hints: no hint available."`` (cod_reference.md sec. 1.6) and earns the
-format reward -c (``hint_penalty``); a successful parse earns 0.
+failure resets the context to ``"Hints: no hint available."`` and earns the format reward -c
+(``hint_penalty``); a successful parse earns 0 (paper Sec. 3.1 "Reward design"; the reset rule is Trinity-RFT's,
+agentscope-ai/Trinity-RFT ``trinity/common/workflows/connect_the_dots/update_context_workflow.py``; see
+docs/methods/cod.md).
 
 G repeats of one pack share the hidden environment (same ``pack_seed``) but each repeat calls
 ``family.sample_pack`` itself, so no mutable pack state is ever shared between repeats.
 
-Packing strategies (sec. 1.1): ``cod`` (S distinct tasks), ``ralph_sample`` (the pack's first task S
-times), ``ralph_full`` (every task becomes a pack of S copies of itself).
+Packing strategies (Trinity-RFT ``connect_the_dots/cod_workflow.py``, ``pack_tasks``; the Ralph loop is the
+paper's Sec. 3.3): ``cod`` (S distinct tasks), ``ralph_sample`` (the pack's first task S times), ``ralph_full``
+(every task becomes a pack of S copies of itself).
 """
 
 from __future__ import annotations
@@ -49,9 +52,10 @@ class CodSettings:
   """Workflow settings (validated). Mirrors the ``cod`` block of an experiment config."""
 
   use_hints: bool = True  # False: no update episodes, no hint section (the "without hints" baseline)
-  hint_penalty: float = 0.1  # c: update-episode reward is -c on parse failure (sec. 1.6)
-  response_limit: int | None = None  # soft "limit your response to N tokens" instruction (sec. 1.4)
-  # optional response-wise solve length penalty (sec. 1.7); None = off (as in every shipped config)
+  hint_penalty: float = 0.1  # c: update-episode reward is -c on parse failure (paper Table 1)
+  response_limit: int | None = None  # soft "limit your response to N tokens" instruction (Table 1)
+  # optional response-wise solve length penalty (Trinity-RFT base_workflow.py); None = off (as in every
+  # published config)
   len_zero_penalty: int | None = None
   len_full_penalty: int | None = None
   length_penalty_coef: float = 0.0
@@ -118,7 +122,7 @@ class CodTrajectory:
 def make_packs(env_name: str, family: EnvFamily, task_seeds: Sequence[int], pack_size: int,
                strategy: str = "cod", pack_seed_base: int = 0, pad: bool = True,
                first_pack_id: int = 0) -> list[Pack]:
-  """Groups dataset rows into packs (sec. 1.1) and derives each pack's seed from its rows (sec. 1.2).
+  """Groups dataset rows into packs and derives each pack's seed from its rows (docs/methods/cod.md).
 
   The pack seed is a stable hash of the pack's task seeds and ``pack_seed_base`` (the ``stable_pack_seed``
   behaviour), so the hidden environment of a pack is the same across processes and checkpoints.
@@ -233,7 +237,7 @@ class CodWorkflow(Workflow):
     ep = self._driver.episode
     s = self.settings
     if s.len_zero_penalty is not None and s.length_penalty_coef > 0 and ep.raw_reward > 0:
-      # sec. 1.7: r = max(0, raw - coef * (response_wise + episode_wise))
+      # Trinity-RFT base_workflow.py: r = max(0, raw - coef * (response_wise + episode_wise))
       p = [min(1.0, max(0.0, (n - s.len_zero_penalty) / (s.len_full_penalty - s.len_zero_penalty)))
            for n in ep.response_token_counts] or [0.0]
       episode_wise = ep.num_turns / max(1, self._driver.env.max_turns)

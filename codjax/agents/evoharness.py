@@ -1,8 +1,10 @@
-"""EvoHarness-RL rollouts: the household agent with the Belief/Progress/Experience harness (orbit_evo.md B.2-B.5).
+"""EvoHarness-RL rollouts: the household agent with the Belief/Progress/Experience harness.
+
+EvoHarness-RL (arXiv 2608.05446); what codjax implements of it and where it departs: docs/methods/evoharness.md.
 
 One *trajectory* is one repeat of one pack: the pack's tasks (household goals in one house, drawn by the
 environment family) are solved in order. Every model call is its own single-turn ``Episode`` (kind
-``"harness"``) whose prompt is the per-turn context of B.2: the mode's system prompt and ONE user message
+``"harness"``) whose prompt is the public code's per-turn context: the mode's system prompt and ONE user message
 rendering the objective, the current observation, the admissible commands, the last history entries and the
 harness views (``codjax.agents.harness.render``). Prompts therefore stay bounded over a 70-turn task, and
 every turn's tokens are recorded by the token backend exactly as generated.
@@ -12,19 +14,20 @@ A reply is parsed by ``codjax.agents.harness.actions.parse_action``:
 * an environment command that is admissible steps the environment (``TaskEnv.step_command``) and the
   harness observes the (command, feedback) pair (Belief and Progress update silently);
 * a command that is not admissible is an invalid turn: the environment is not stepped and the observation
-  stays (B.3 "I");
+  stays (the reward's I);
 * a meta action (``track``/``commit``/``recall``/``note``) goes to the harness; a meta action the mode or an
   ablation disables, or a malformed one, is an invalid turn;
 * a reply without exactly one non-empty ``<action>`` tag is malformed: an invalid turn.
 
-Budget (B.2 "Budget"): every turn counts toward the environment's ``max_turns`` (T_max, 70 for ALFWorld)
-when ``charge_meta_actions`` (training); otherwise meta actions are free and only the other turns count,
+Budget: every turn counts toward the environment's ``max_turns`` (T_max, 70 for ALFWorld) when
+``charge_meta_actions`` (training, as in the paper and EvoHarnessRL/EvoHarness-RL ``configs/train/common.yaml``);
+otherwise (its ``configs/eval/alfworld.yaml``) meta actions are free and only the other turns count,
 with a hard cap of ``free_meta_cap * T_max`` model calls so a policy that only calls the harness still ends.
-A task ends when it is won or its budget is spent; its reward (B.3, ``codjax.agents.harness.reward``) is
+A task ends when it is won or its budget is spent; its cost-aware reward (``codjax.agents.harness.reward``) is
 paid once, on its last turn, and every turn of the task carries it (``Episode.reward``).
 
 Experience. A trajectory works on a private copy of the shared bank taken at the start of the batch (the
-bank is read-only during a batch, B.4): recalls count usage and notes are buffered on the copy, and the
+bank is read-only during a batch, as in the paper): recalls count usage and notes are buffered on the copy, and the
 trainer folds both back into the shared bank before consolidating (``merge_batch_usage``). With
 ``bank_in_pack`` and packs of several tasks (CoD packs using the harness as their context mechanism), the
 private copy is consolidated by the rule consolidator after every task, so later tasks of the pack recall
@@ -48,13 +51,13 @@ DIVERSITY = ("verb_ratio", "bpe_coverage")
 
 @dataclasses.dataclass(frozen=True)
 class HarnessSettings:
-  """The ``evoharness`` block of an experiment (validated; defaults are the public training config, B.2-B.5)."""
+  """The ``evoharness`` block of an experiment (validated; defaults: the public configs/train/*.yaml)."""
 
   mode: str = "inline"  # env_only (ReAct baseline) | always_on (panels every turn) | inline (EvoHarness-RL)
   modules: tuple[str, ...] = MODULES  # module ablations remove one (its verb then fails as invalid)
   charge_meta_actions: bool = True  # training: a meta action costs a turn; the public eval config: free
   free_meta_cap: int = 2  # with free meta actions, at most free_meta_cap * T_max model calls per task
-  recall_top_k: int = 3  # 3 in training (B.2)
+  recall_top_k: int = 3  # 3 in training (public configs/train/common.yaml)
   history: int = 10  # PREVIOUS ACTION(S) entries shown
   bank_in_pack: bool = True  # packs of several tasks: consolidate the private bank between tasks
   compact_prompt: bool = False  # a few-line system prompt (tiny CPU demos), same protocol strings
@@ -63,14 +66,14 @@ class HarnessSettings:
   bank_path: str = ""  # "" = <run_dir>/harness/bank.json
   init_bank: str = ""  # a bank file to start from ("" = a bank seeded from the scripted teacher, or empty)
   seed_bank_packs: int = 16  # training packs the scripted teacher plays to seed the initial bank (0 = empty)
-  # reward (B.3)
+  # the cost-aware reward (codjax.agents.harness.reward)
   success_reward: float = 10.0
   lambda_eff: float = 1.0
   lambda_div_max: float = 1.0
   lambda_spam: float = 0.1
   lambda_inv: float = 0.1
   spam_cap: int = 10
-  diversity: str = "verb_ratio"  # the public config's default; "bpe_coverage" is the paper's definition
+  diversity: str = "verb_ratio"  # the public config's default; "bpe_coverage": share of the 4 meta verbs used
   anneal_updates: int = 150  # U of the cosine-annealed diversity weight (trainer.total_epochs)
 
   def __post_init__(self):
@@ -338,7 +341,7 @@ class HarnessWorkflow(Workflow):
 
 
 def reward_config(settings: HarnessSettings, t_max: int):
-  """The reward's weights (B.3) for a task with turn budget ``t_max``."""
+  """The reward's weights (``RewardConfig``) for a task with turn budget ``t_max``."""
   from codjax.agents.harness.reward import RewardConfig
 
   s = settings
@@ -349,7 +352,7 @@ def reward_config(settings: HarnessSettings, t_max: int):
 
 
 def task_reward(run: TaskRun, settings: HarnessSettings, t_max: int, updates: int):
-  """B.3's cost-aware reward of one finished task (``RewardTerms``): every turn's action, meta included."""
+  """The cost-aware reward of one finished task (``RewardTerms``): every turn's action, meta included."""
   from codjax.agents.harness.reward import trajectory_reward
 
   return trajectory_reward(list(run.actions), bool(run.won), int(run.invalid), int(updates),

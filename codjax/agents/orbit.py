@@ -1,4 +1,5 @@
-"""ORBIT's multi-episode in-context protocol (ORBIT paper Sec. 2, Algorithm 1 and Sec. 3.1; orbit_evo.md A.2).
+"""ORBIT's multi-episode in-context protocol (ORBIT paper (arXiv 2602.04089), Sec. 2, Algorithm 1 and Sec. 3.1;
+the authors' code, XiaofengLin7/ORBIT ``envs/multi_episode_env.py``; docs/methods/orbit.md).
 
 One *trajectory* plays episodes of ONE task instance in ONE growing conversation. The pack of a trajectory
 holds T task environments that share the hidden instance (``family.sample_pack(pack_seed, T)``), so every
@@ -6,7 +7,7 @@ reset restores the same hidden task (maze map, secret code, deck order, ...) whi
 earlier episodes stays in context. The conversation is a single ``Episode`` (kind ``"orbit"``): one token
 sequence whose loss mask covers every assistant turn of every game episode.
 
-Layout (A.2 "Context layout"):
+Layout (as in XiaofengLin7/ORBIT ``envs/multi_episode_env.py``):
 
 * system: the multi-episode preamble, then the environment's own system prompt (its rules and action format);
 * user: ``"[Episode 1] New episode begins."``, a newline, the first observation of episode 1;
@@ -16,27 +17,27 @@ Layout (A.2 "Context layout"):
   full first observation (the game instructions are repeated at every reset; the header plus the game's own
   terminal line signal the reset). The observation that ends the trajectory is never shown.
 
-Budget (A.2 "Budget"). With ``extra_episodes`` (ORBIT's code) the trajectory has a total step cap
-``sum_k H_k = T * H`` over its T pack tasks; a game episode ends when its environment says done (win, loss
-or its own horizon H) and the next one starts at once, so fast wins buy extra episodes beyond T, and the
-episode running when the cap is hit counts as attempted and failed. Extra episode k (k >= T, 0-based) replays
-pack task k mod T. The first T episodes always fit under the cap (episode k <= T starts with at least
-(T - k + 1) H steps left), so Ep1..EpT are the same as under Algorithm 1; only extra episodes differ.
-Without ``extra_episodes`` exactly T episodes are played (Algorithm 1; ORBIT's single-episode baseline with
-T = 1, which is then a plain episode: no preamble and no header).
+Budget (XiaofengLin7/ORBIT ``envs/multi_episode_env.py``). With ``extra_episodes`` (ORBIT's code) the trajectory
+has a total step cap ``sum_k H_k = T * H`` over its T pack tasks; a game episode ends when its environment says
+done (win, loss or its own horizon H) and the next one starts at once, so fast wins buy extra episodes beyond T,
+and the episode running when the cap is hit counts as attempted and failed. Extra episode k (k >= T, 0-based)
+replays pack task k mod T. The first T episodes always fit under the cap (episode k <= T starts with at least
+(T - k + 1) H steps left), so Ep1..EpT are the same as under Algorithm 1; only extra episodes differ. Without
+``extra_episodes`` exactly T episodes are played (Algorithm 1; ORBIT's single-episode baseline with T = 1, which
+is then a plain episode: no preamble and no header).
 
-Success and reward (paper Sec. 3.1, A.2 "Reward"). A game episode succeeds when its environment reports
-``info["success"]``; environments without that field (FrozenLake-Obscure, ...) succeed when the episode
-ended with ``raw_reward > 0`` and was not truncated (ORBIT's rule: terminated, not truncated, last reward
-> 0). Any shaped or length-penalised task reward is ignored. The trajectory reward is the success count
-R(M; tau) = sum_e 1[success_e] over all episodes played. A trajectory whose conversation outgrows the prompt
-token budget stops there (the running episode fails); with ``zero_reward_on_overflow`` (paper Sec. 4.2 and
-App. E: truncated trajectories are assigned zero reward) its reward is 0, otherwise (rLLM) the successes
+Success and reward (paper Sec. 3.1; XiaofengLin7/ORBIT ``envs/multi_episode_env.py``). A game episode succeeds
+when its environment reports ``info["success"]``; environments without that field (FrozenLake-Obscure, ...)
+succeed when the episode ended with ``raw_reward > 0`` and was not truncated (ORBIT's rule: terminated, not
+truncated, last reward > 0). Any shaped or length-penalised task reward is ignored. The trajectory reward is the
+success count R(M; tau) = sum_e 1[success_e] over all episodes played. A trajectory whose conversation outgrows
+the prompt token budget stops there (the running episode fails); with ``zero_reward_on_overflow`` (paper Sec. 4.2:
+truncated trajectories are assigned zero reward) its reward is 0, otherwise (rLLM) the successes
 before the cut count.
 
 Per game episode the trajectory records success, turns, format errors and the visited states
 (``initial_state_key`` of the environment plus ``info["state_key"]`` of each step) for the exploration
-metric of the paper's Table 4 (``codjax.eval.orbit_metrics``).
+metric of the paper's Table 4 (``codjax.workflows.orbit_metrics``).
 
 G repeats of one pack share the hidden instance (same ``pack_seed``) but each repeat calls
 ``family.sample_pack`` itself, so repeats never share mutable environment state.
@@ -87,7 +88,7 @@ class OrbitSettings:
   """Protocol switches (module docstring). Mirrors the ``orbit`` block of an experiment config."""
 
   extra_episodes: bool = True  # total step cap T*H, fast wins buy extra episodes (ORBIT code); False: exactly T
-  zero_reward_on_overflow: bool = True  # paper Sec. 4.2 / App. E; False: rLLM keeps successes before the cut
+  zero_reward_on_overflow: bool = True  # paper Sec. 4.2; False: rLLM keeps successes before the cut
   # every episode replays the pack's first task: for environments whose task seed picks the instance (the
   # map of FrozenLake-Obscure) rather than per-episode randomness (the draws of the ORBIT games' RPS)
   same_task: bool = False

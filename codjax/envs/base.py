@@ -23,8 +23,9 @@ import abc
 import dataclasses
 from typing import Any, Sequence
 
-# Section markers the update-context trajectory rendering strips from a solve system prompt
-# (cod_reference.md section 1.5). Defined here so envs can override rendering without importing agents.
+# Section markers the update-context trajectory rendering strips from a solve system prompt (as
+# agentscope-ai/Trinity-RFT ``connect_the_dots/base_workflow.py`` does). Defined here so envs can override
+# rendering without importing agents.
 HINT_SECTION_MARKER = "\n\n## Hints"
 LENGTH_SECTION_MARKER = "\n\n## Response length limit"
 
@@ -66,7 +67,7 @@ class TaskEnv(abc.ABC):
     return getattr(self, "_last_feedback", "")
 
   def render_trajectory(self, system_prompt: str, turns: Sequence[Turn]) -> str:
-    """Renders the finished episode for the update-context prompt (cod_reference.md section 1.5).
+    """Renders the finished episode for the update-context prompt (docs/methods/cod.md).
 
     ``"System:\\n" + system prompt`` (hint and length-limit sections removed), then one
     ``"Step k:\\nObservation: ...\\nAction: ..."`` block per turn, joined by blank lines. An empty
@@ -80,7 +81,7 @@ class TaskEnv(abc.ABC):
       blocks.append(f"Step {k}:\nObservation: {obs}\nAction: {turn.action}")
     return "\n\n".join(blocks)
 
-  #: when False the update-context prompt omits the ``Reward:`` line (PDE variant, section 1.6)
+  #: when False the update-context prompt omits the ``Reward:`` line (PDE variant; docs/methods/cod.md)
   show_reward_in_update: bool = True
 
 

@@ -1,8 +1,11 @@
 """The CoD text protocol: hint injection, the update-context prompt and hint parsing.
 
 These strings are the format contract between the policy, the environments' scripted experts and the CoD
-workflow (``codjax.agents.cod``), so they live here, below both (cod_reference.md sections 1.4 and 1.6).
-The prose is codjax's own wording; the markers are the reference's, because parsing depends on them.
+workflow (``codjax.agents.cod``), so they live here, below both. The protocol is the CoD paper's minimal
+update-context workflow (Sec. 3.1; prompts in Appendix C, Table 3) as implemented in agentscope-ai/Trinity-RFT
+``trinity/common/workflows/connect_the_dots/base_workflow.py`` (hint injection) and ``update_context_workflow.py``
+(update prompt, parsing); docs/methods/cod.md describes it. The prose is codjax's own wording; the markers
+are Trinity-RFT's, because parsing depends on them.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ PROTOCOL_STYLES = ("full", "compact")
 
 def augment_system_prompt(system_prompt: str, hint: str | None, response_limit: int | None = None,
                           style: str = "full") -> str:
-  """Appends the hint section (exactly when a hint is given) and the optional soft length limit (sec. 1.4).
+  """Appends the hint section (exactly when a hint is given) and the optional soft length limit (paper Table 1,
+  "suggested response length").
 
   ``style="compact"`` (tiny CPU demos) keeps the section marker but drops the explanatory paragraph."""
   out = system_prompt
@@ -48,7 +52,7 @@ def augment_system_prompt(system_prompt: str, hint: str | None, response_limit: 
 
 
 def update_system_prompt(response_limit: int | None = None, style: str = "full") -> str:
-  """System prompt of the update-context episode (sec. 1.6), in codjax's words.
+  """System prompt of the update-context episode (paper Appendix C, Table 3), in codjax's words.
 
   ``style="compact"`` states only the job and the exact block format (tiny CPU demos)."""
   if style == "compact":
@@ -74,7 +78,8 @@ def update_system_prompt(response_limit: int | None = None, style: str = "full")
 
 def update_user_prompt(prev_hint: str | None, trajectory: str, reward: float | None, feedback: str,
                        reminder: str = "", style: str = "full") -> str:
-  """User prompt of the update-context episode (sec. 1.6). ``reward=None`` omits the reward line (PDE).
+  """User prompt of the update-context episode (paper Appendix C, Table 3). ``reward=None`` omits the reward
+  line (PDE).
   ``style="compact"`` ends with the job header alone (the compact system prompt states the job)."""
   prev = prev_hint if prev_hint else "(No previous hint available)"
   parts = [f"{PREV_HINTS_HEADER}\n\n{prev}\n\n", f"\n{TRAJECTORY_HEADER}\n\n{trajectory}\n\n"]
@@ -133,7 +138,7 @@ def extract_between(text: str, start: str, end: str) -> str | None:
 
 
 def parse_hint(response: str) -> str | None:
-  """Parses an update-context response (sec. 1.6): ``"Hints: " + content`` or None on failure."""
+  """Parses an update-context response: ``"Hints: " + content`` or None on failure (docs/methods/cod.md)."""
   content = extract_between(response, HINT_START, HINT_END)
   if content is None or not content.strip():
     return None

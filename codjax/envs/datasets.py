@@ -1,8 +1,10 @@
-"""Deterministic train/test task-seed lists (cod_reference.md sec. 2.1-2.3 data generators).
+"""Deterministic train/test task-seed lists (the CoD paper's 50,000 / 4,000 split, Appendix B Table 2 caption).
 
 ``np.random.RandomState(seed).choice(10_000_000, n_train + n_test, replace=False)``: the first ``n_train``
 unique seeds are the train split, the rest the test split (50,000 / 4,000 by default, seed 42). A dataset
-row is a task seed; environments derive every per-task parameter from it.
+row is a task seed; environments derive every per-task parameter from it. The published data generators
+(Trinity-RFT ``examples/research_cod/get_*_data.py``) also draw seeds with numpy seed 42 but store
+some per-task parameters in the rows; codjax draws those from the task seed instead (docs/methods/cod.md).
 """
 
 from __future__ import annotations

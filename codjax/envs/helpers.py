@@ -67,8 +67,8 @@ def first_positions(task_seeds: Sequence[int]) -> list[int]:
   """For each position, the 0-based position where its task seed first occurs in the pack.
 
   A cod pack of distinct seeds gives ``[0, 1, ..., S-1]``; a Ralph pack (one seed S times) gives ``[0] * S``:
-  the environment's task index, fixed across the repeats of one task (cod_reference.md sec. 1.1, ``task_idx =
-  env_task_idx`` in both Ralph modes).
+  the environment's task index, fixed across the repeats of one task (as in agentscope-ai/Trinity-RFT
+  ``connect_the_dots/cod_workflow.py``, whose Ralph modes set ``task_idx = env_task_idx``).
   """
   first: dict[int, int] = {}
   return [first.setdefault(int(s), i) for i, s in enumerate(task_seeds)]

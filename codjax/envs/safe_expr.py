@@ -1,7 +1,8 @@
 """A safe evaluator for small scalar expressions written by a model (AST whitelist, no eval/exec).
 
 The text is parsed with ``ast.parse`` (parsing only; nothing is ever compiled to code) and validated against a
-whitelist (cod_reference.md section 2.5):
+whitelist (the OptimalControl policy syntax of agentscope-ai/Trinity-RFT
+``trinity/common/workflows/connect_the_dots/optimalcontrol/``; docs/methods/cod.md):
 
 * numeric literals (``int``/``float``; not bool, str or complex) and whitelisted variable names;
 * ``+ - * / **``, unary ``+ - not``, comparisons ``< <= > >= == !=`` (chains allowed), ``and``/``or``,

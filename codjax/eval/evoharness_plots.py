@@ -16,9 +16,9 @@ import os
 
 import numpy as np
 
-from codjax.eval.evoharness_eval import FAMILY_COLUMNS, VERBS
+from codjax.common.metrics import read_jsonl
 from codjax.eval.plots import smooth
-from codjax.train.metrics import read_jsonl
+from codjax.workflows.evoharness_summary import FAMILY_COLUMNS, VERBS
 
 
 def load_bank_log(run_dir: str) -> list[dict]:

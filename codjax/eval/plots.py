@@ -5,7 +5,7 @@ A run directory (``codjax.train.loop``) holds ``metrics.jsonl`` (one JSON object
 ``{"step": s, "results": {label: {"reward_mean": [...], "reward_se": [...], "n": ..., ...}}}`` (ORBIT
 summaries hold ``episode_success``/``episode_success_se`` per episode instead, read the same way), and
 ``eval/rl_effect.json``, the paired change of the evaluation reward from ``start`` to ``final``
-(``{label: {"n", "mean", "se", "per_position": [[mean, se], ...]}}``, ``codjax.eval.cod_eval.compare``), read
+(``{label: {"n", "mean", "se", "per_position": [[mean, se], ...]}}``, ``codjax.workflows.cod_summary.compare``), read
 into ``Run.rl_effect``, and ``eval/baselines/<policy>.json``, scripted policies evaluated on the same packs
 (``eval.baselines``), read into ``Run.baselines``. A standalone evaluation file (``launch/evaluate.py``'s ``{"meta", "results"}``) is read
 as one checkpoint at step ``meta["step"]`` (0 when absent). Any other file under ``eval/`` is an error, so
@@ -79,6 +79,24 @@ class Run:
             for env, pos in sorted(out.items())}
 
 
+def repo_path(path: str, start: str | None = None) -> str:
+  """``path`` itself when absolute; a relative path taken from the repository root, the first folder at or above
+  ``start`` (default: the working directory) that holds ``setup.py`` and ``codjax/``, so that
+  ``CODJAX_RUN_DIRS=runs/x`` names the same run from the repository root and from ``notebooks/`` (where Jupyter
+  runs a notebook); outside a checkout, from ``start``."""
+  if os.path.isabs(path):
+    return path
+  here = os.path.abspath(start or os.getcwd())
+  folder = here
+  while True:
+    if os.path.isfile(os.path.join(folder, "setup.py")) and os.path.isdir(os.path.join(folder, "codjax")):
+      return os.path.join(folder, path)
+    parent = os.path.dirname(folder)
+    if parent == folder:
+      return os.path.join(here, path)
+    folder = parent
+
+
 def load_eval(path: str) -> EvalPoint:
   """Reads one evaluation file: the trainer's ``{"step", "results"}`` or launch/evaluate.py's
   ``{"meta", "results"}`` (step ``meta["step"]``, else 0)."""
@@ -113,9 +131,9 @@ def format_rl_effect(rl_effect: dict) -> str:
 
 
 def format_results(results: dict[str, dict]) -> str:
-  """A text table of one evaluation's ``{label: summary}``: ``cod_eval.format_table`` for CoD summaries, one
+  """A text table of one evaluation's ``{label: summary}``: ``codjax.workflows.cod_summary.format_table`` for CoD summaries, one
   line of per-episode success (mean +- s.e.) per label for ORBIT summaries."""
-  from codjax.eval.cod_eval import format_table
+  from codjax.workflows.cod_summary import format_table
 
   cod = {label: r for label, r in results.items() if isinstance(r.get("reward_mean"), list)}  # ORBIT's is a number
   lines = [format_table(cod)] if cod else []

@@ -5,7 +5,7 @@ difference final - start over the same test packs and sampling seeds, its standa
 means), ``eval/start.json`` and ``eval/final.json`` (mean solve reward, hint accuracy and parse rate), and
 ``rl_seed.json`` (the launcher's wall time and peak RSS of the child process, when the launcher ran it). The
 table is the README's robustness table ("What the main job shows"); ``z = mean / se`` is the effect in
-standard errors, the issue's robustness bar being z >= 3 for every seed.
+standard errors; the demo counts as robust when z >= 3 for every seed.
 """
 
 from __future__ import annotations

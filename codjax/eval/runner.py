@@ -6,8 +6,8 @@ What an evaluation is, fixed here once from the config:
   specs     ``eval.envs``, else ``data.envs``
   packs     the first ``eval.num_packs`` packs of ``eval.pack_size`` rows of each environment's ``eval.split``,
             grouped by ``eval.packing`` (``cod``: S distinct tasks; ``ralph_sample``: each pack's first task S
-            times; ``ralph_full``: every row a pack of S copies; cod_reference.md sec. 1.1), the same for
-            every checkpoint (``codjax.train.data.eval_packs``)
+            times; ``ralph_full``: every row a pack of S copies; docs/methods/cod.md), the same for
+            every checkpoint (``codjax.workflows.packs.eval_packs``)
   sampling  temperature ``eval.temperature``, top-p ``eval.top_p``, top-k ``rollout.top_k``, at most
             ``rollout.max_response_tokens`` per reply and ``rollout.max_prompt_tokens`` per conversation
   seed      ``derive_seed(seed, 99991)``; every reply samples with ``episode_turn_seed(that, episode)``, a
@@ -35,8 +35,8 @@ from codjax.agents.token_backend import EngineBackend, TokenizingBackend
 from codjax.envs.base import derive_seed
 from codjax.eval.records import EvalRecords
 from codjax.rollout.base import SamplingParams
-from codjax.train.data import EnvSpec, env_specs, eval_packs
-from codjax.train.workflows import get_workflow
+from codjax.workflows import get_workflow
+from codjax.workflows.packs import EnvSpec, env_specs, eval_packs
 
 EVAL_SEED_SALT = 99991
 UNBOUNDED_TOKENS = 1 << 40
@@ -99,8 +99,8 @@ def run_evaluation(cfg, backend_for: Callable[[EnvSpec], object], records: EvalR
   not rolled out again, and the summaries are computed from the records read back (``codjax.eval.records``):
   an interrupted evaluation resumed in the same directory gives the table of an uninterrupted one.
   ``progress`` shows a bar per environment (packs done, rate, estimate)."""
-  from codjax.train import interrupts
-  from codjax.train.metrics import Progress
+  from codjax.common import interrupts
+  from codjax.common.metrics import Progress
 
   workflow = get_workflow(str(cfg.workflow))
   specs = eval_specs(cfg)

@@ -1,17 +1,19 @@
 """What an evolvable environment is: an ordered (scenario, skill) pair sequence over a codjax environment.
 
-Paper (``../shared/seeds/002_*``, section 3; orbit_evo.md C.1, C.5): the high-level trajectory of a task is
-xi = ((sigma_1, kappa_1), ..., (sigma_L, kappa_L)), scenarios sigma interleaved with skills kappa, and its
-policy-independent difficulty is
+Environment Evolution paper (arXiv 2609.04128), Sec. 3 and Sec. 4.1; docs/methods/environment_evolution.md.
+The high-level trajectory of a task is its execution sequence xi = ((sigma_1, kappa_1), ..., (sigma_L,
+kappa_L)) (paper Eq. 1), scenarios sigma interleaved with skills kappa, and its policy-independent difficulty
+is (paper Sec. 3, an unnumbered equation; the paper indexes the scenario sigma_{t-1})
 
-    D_T(xi) = sum_t [ -log p_T(sigma_t | g) - log p_T(kappa_t | sigma_t, g) ]                      (paper Eq. 1)
+    D_T(xi) = sum_t [ -log p_T(sigma_t | g) - log p_T(kappa_t | sigma_t, g) ]
 
 with p_T a fixed reference distribution. codjax scores a concrete environment off-policy as
 
     d = L_oracle + sum_t novelty(sigma_t) + sum_t rarity(kappa_t | sigma_t),
     novelty(sigma) = -log p_T(sigma),  rarity(kappa | sigma) = -log p_T(kappa | sigma)
 
-where ``L_oracle`` is the number of turns the environment's scripted oracle needs and p_T are the fixed
+i.e. D_T plus an extra term the paper does not have: ``L_oracle``, the number of turns the environment's
+scripted oracle needs (in the paper L enters only as the number of summed terms). p_T are the fixed
 reference frequencies each ``Parameterisation`` declares (word frequencies, how often a parameter value
 appears in the seed pool, ...). Nothing here depends on the policy being trained.
 
@@ -41,7 +43,7 @@ from codjax.envs.base import EnvFamily, TaskEnv
 
 DIRECTIONS = ("scenario", "skill", "length")
 EFFORTS = ("low", "high", "max")
-MAX_GENERATIONS = 15  # paper section 4.1: beyond 15 generations pass rates are 0
+MAX_GENERATIONS = 15  # paper Sec. 5.2: past 15 generations pass rates are 0 and resolve nothing
 
 
 @dataclasses.dataclass(frozen=True)

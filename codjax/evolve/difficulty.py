@@ -1,4 +1,5 @@
-"""Difficulty of evolved environments measured with fixed reference agents (paper Figure 3, Table 1).
+"""Difficulty of evolved environments measured with fixed reference agents (Environment Evolution paper,
+arXiv 2609.04128, Sec. 5.1 "Monitoring Metrics", Figure 3 and Table 1; docs/methods/environment_evolution.md).
 
 For every generation g of a set of lineages, the head environment of each lineage still alive at g is
 played B times by each reference agent under ORBIT's multi-episode protocol with as many episodes as the

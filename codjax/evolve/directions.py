@@ -1,9 +1,11 @@
-"""The three direction edits at an effort, on a pair sequence (paper section 4.1; orbit_evo.md C.2, C.5).
+"""The three direction edits at an effort, on a pair sequence (Environment Evolution paper, arXiv 2609.04128,
+Sec. 4.1; docs/methods/environment_evolution.md).
 
 The direction decides what kind of edit, the effort how much of the sequence it touches:
 
 * effort ``low``: one pair (uniform); ``high``: one contiguous span of ceil(f n) pairs, f ~ U(0.4, 0.7), at a
-  uniform start; ``max``: any non-empty subset (each pair with probability 1/2, redrawn while empty).
+  uniform start; ``max``: any non-empty subset (each pair with probability 1/2, redrawn while empty). The
+  scopes are the paper's; the span sizes and the probability 1/2 are codjax's choice.
 * ``scenario``: every chosen pair whose scenario has a strictly rarer alternative (higher novelty
   -log p_T(sigma) under ``Parameterisation.scenario_freq``) gets one, uniform among the rarer ones; the skill
   stays. ``skill``: the same with the skill's rarity -log p_T(kappa | sigma). ``length``: inserts pairs

@@ -1,18 +1,19 @@
-"""Growing a lineage: direction scheduling, repair, acceptance (paper section 4.1; orbit_evo.md C.2, C.5).
+"""Growing a lineage: direction scheduling, repair, acceptance (Environment Evolution paper, arXiv 2609.04128,
+Sec. 4.1; docs/methods/environment_evolution.md).
 
 From the head E of the last generation, generation g (1 <= g <= ``generations`` <= 15) is built so:
 
 1. The allowed directions are put in a random order (``derive_seed(seed, lineage, g)``; a single allowed
-   direction is the per-direction study of the paper's Figure 3).
+   direction is the per-direction study of the paper's Sec. 5.3, Table 1).
 2. Each direction gets ``repair_budget`` attempts. An attempt asks the *evolver* for a candidate (the
    procedural evolver: ``directions.edit`` at the effort; the first attempt keeps E's instance seed, a repair
    re-draws the edit and the instance), runs the three verifiers (``verifiers.verify``, with E's oracle
    actions for the replay check) and scores it. It is **accepted** only when every verifier passes and its
-   difficulty is at least E's (d_child >= d_E: difficulty never decreases along a lineage). A direction whose
-   edit is impossible fails at once.
-3. Up to ``width`` children are accepted per generation (the paper's N_g environments of a generation); the
-   first accepted one is the head of the next generation. If no direction yields a child, the lineage
-   **terminates** ("all three directions failed").
+   difficulty is at least E's (d_child >= d_E: difficulty never decreases along a lineage; this gate is
+   codjax's choice, the paper accepts on the verifiers). A direction whose edit is impossible fails at once.
+3. Up to ``width`` children are accepted per generation (the paper's N_{i,g} environments of a generation,
+   Eq. 2; how many is codjax's choice); the first accepted one is the head of the next generation. If no
+   direction yields a child, the lineage **terminates** ("all three directions failed").
 
 Every rejected candidate is recorded (direction, effort, reason) in the next accepted node. The random streams
 are pure functions of (seed, lineage id, generation), so a lineage resumed from its file (``grow``) continues

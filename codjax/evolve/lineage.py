@@ -1,4 +1,5 @@
-"""Lineages as data: one JSON Lines file per lineage (orbit_evo.md C.2, C.3).
+"""Lineages as data: one JSON Lines file per lineage (Environment Evolution paper, arXiv 2609.04128, Sec. 4.1-4.2;
+docs/methods/environment_evolution.md).
 
 A lineage is the seed environment (generation 0) and, for g = 1, 2, ..., the environments accepted at
 generation g (``N_g >= 1`` of them, index k = 0 .. N_g - 1), each evolved from the *head* of generation g - 1

@@ -1,7 +1,8 @@
 """Which evolved environment each lineage trains on: the Evolution-Lineage scheduler and its random baseline.
 
-**EL scheduler** (paper section 4.2, Eq. 2; orbit_evo.md C.3). Lineage i keeps an active index (g_i, k_i),
-starting at its first environment. At update u the active environment is rolled out B times (the GRPO group)
+**EL scheduler** (Environment Evolution paper, arXiv 2609.04128, Sec. 4.2, Eq. 2;
+docs/methods/environment_evolution.md). Lineage i keeps an active index (g_i, k_i), starting at its first
+environment. At update u the active environment is rolled out B times (the GRPO group)
 and p_u = (1/B) sum_b r_{u,b} is its pass rate. Then
 
     (g, k) <- (g, k)          if p_u <= tau
@@ -9,15 +10,16 @@ and p_u = (1/B) sum_b r_{u,b} is its pass rate. Then
               (g + 1, 0)      if p_u >  tau and k + 1 = N_{i,g}                                    (Eq. 2)
 
 with tau = 6/8 (with B = 8: advance only when at least 7 of 8 rollouts succeed). Indices here are 0-based and
-generation 0 is the seed environment. Left open by the paper, decided here: a lineage whose last environment
+generation 0 is the seed environment. Left open by the paper, codjax's choice: a lineage whose last environment
 is passed is **exhausted**; one that stays ``stuck_limit`` consecutive updates without advancing is
 **frozen** (0: never); both leave the pool. Each update draws ``n`` lineages uniformly without replacement
 among the live ones (with replacement only when fewer than ``n`` are live), each contributing its active
 environment; no live lineage left is an error with a clear message. The transition is computed for all
 observed lineages at once with ``np.where`` (the rule above, nothing else).
 
-**Random scheduler** (the paper's baseline): each update draws ``n`` environments uniformly over every
-environment of every lineage (with replacement); the pass rates are recorded, nothing moves.
+**Random scheduler** (the paper's baseline, Sec. 4.2 and Sec. 5.4, Figure 5): each update draws ``n``
+environments uniformly over every environment of every lineage (with replacement); the pass rates are
+recorded, nothing moves.
 
 Both are deterministic functions of (seed, update index) and their state (``state_dict`` /
 ``load_state_dict``, plain JSON) restores a run exactly.

@@ -1,6 +1,7 @@
-"""Evolved lineages as the trainer's task source (``config.data.lineages``; orbit_evo.md C.3, C.5).
+"""Evolved lineages as the trainer's task source (``config.data.lineages``; Environment Evolution paper,
+arXiv 2609.04128, Sec. 4.2 and Sec. 5.4; docs/methods/environment_evolution.md).
 
-``LineageTaskSource`` stands where ``codjax.train.data.PackSampler`` stands: ``next_packs(n)`` returns the
+``LineageTaskSource`` stands where ``codjax.workflows.packs.PackSampler`` stands: ``next_packs(n)`` returns the
 packs of one update, ``state()`` / ``restore(state)`` checkpoint it. Each update it asks the scheduler
 (``codjax.evolve.scheduler``: ``el`` or ``random``) for ``n`` environments and turns each into a pack: the
 environment's family (``Parameterisation.family``) with its instance seed as the pack seed, S task seeds
@@ -8,17 +9,17 @@ environment's family (``Parameterisation.family``) with its instance seed as the
 rolls every pack out ``data.repeats`` = B times and hands the trajectories to ``observe``, which computes each
 pack's pass rate p = (1/B) sum_b r_b and applies the scheduler's update (Eq. 2).
 
-The per-rollout reward r_b (the paper assumes a binary one) is, by workflow:
+The per-rollout reward r_b (the paper assumes a binary one) is, by workflow (codjax's choice):
 
 * CoD: the fraction of the pack's tasks solved (task reward > 0); with S = 1 the binary success itself;
-* ORBIT (C.5's last point, decided here): the success of episode T, the last of the pack's T episodes (the
-  in-context learner passes an environment when it reliably solves it after exploring it), so tau = 6/8 with
+* ORBIT: the success of episode T, the last of the pack's T episodes (the in-context learner passes an
+  environment when it reliably solves it after exploring it), so tau = 6/8 with
   B = 8 asks for 7 of 8 groups ending in a win; with ORBIT's K = 4 groups use tau = 3/4 -> only 4/4 advances;
 * EvoHarness: the fraction of the pack's tasks won.
 
-``observe`` also reports what the paper's Figure 5 plots: the fraction of *partially solved* groups (some but
-not all rollouts succeed: 1-7 of 8, the groups with a GRPO signal), the mean pass rate, and the scheduler's
-state (mean active generation, live / exhausted / frozen lineages).
+``observe`` also reports what the paper's Figure 5 (Sec. 5.4) plots: the fraction of *partially solved*
+groups (some but not all rollouts succeed: 1-7 of 8, the groups with a GRPO signal), the mean pass rate, and
+the scheduler's state (mean active generation, live / exhausted / frozen lineages).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The three verifiers every candidate environment must pass (paper section 4.1; orbit_evo.md C.2, C.5).
+"""The three verifiers every candidate environment must pass (Environment Evolution paper, arXiv 2609.04128,
+Sec. 4.1; codjax's versions of them: docs/methods/environment_evolution.md).
 
 1. **Oracle.** The parameterisation's scripted reference solver solves the candidate within its budget: one
    episode of at most H turns (``oracle_episodes`` episodes of the same instance for ORBIT-style games, one

@@ -36,6 +36,7 @@ from flax import nnx
 from codjax.models import qwen3_5
 from codjax.models.config import Qwen35Config, config_from_pretrained_dir
 from codjax.models.qwen3_5 import PARAM_LOGICAL_AXES, Qwen35, abstract_model
+from codjax.models.safetensors_io import NP_DTYPES, SafetensorsIndex, check_load_args
 from codjax.parallel.sharding import param_sharding
 
 logger = logging.getLogger(__name__)
@@ -296,8 +297,6 @@ def from_pretrained(path: str, dtype: str | None = None, mesh: jax.sharding.Mesh
   Arguments as ``codjax.models.checkpoint.from_pretrained`` (which dispatches here on config.json's
   model_type); ``config_overrides`` set codjax compute fields such as ``delta_chunk_size`` or ``moe_impl``.
   """
-  from codjax.models.checkpoint import check_load_args
-
   overrides = check_load_args(path, dtype, param_dtype, config_overrides)
   cfg = config_from_pretrained_dir(path, **overrides)
   if not isinstance(cfg, Qwen35Config):
@@ -308,9 +307,8 @@ def from_pretrained(path: str, dtype: str | None = None, mesh: jax.sharding.Mesh
 
 def load_params(path: str, cfg: Qwen35Config, mesh: jax.sharding.Mesh | None = None, rules=None) -> Qwen35:
   """The checkpoint's tensors placed (optionally sharded over ``mesh``) into a ``Qwen35`` of config ``cfg``."""
-  from codjax.models.checkpoint import _NP_DTYPES, _SafetensorsIndex
 
-  index = _SafetensorsIndex(path)
+  index = SafetensorsIndex(path)
   names = index.names
   prefix = VL_PREFIX if any(n.startswith(VL_PREFIX) for n in names) else TEXT_PREFIX
   vision = sum(n.startswith(VISION_PREFIX) for n in names)
@@ -333,7 +331,7 @@ def load_params(path: str, cfg: Qwen35Config, mesh: jax.sharding.Mesh | None = N
   abstract = abstract_model(cfg)
   graphdef, abs_state = nnx.split(abstract)
   shapes = {p: tuple(getattr(abstract, p).shape) for p in model_params(cfg)}
-  np_dtype = _NP_DTYPES[cfg.param_dtype]
+  np_dtype = NP_DTYPES[cfg.param_dtype]
   # param -> row (None for unstacked) -> its entries (one, or one per expert)
   by_param: dict[str, dict[int | None, list[Entry]]] = {}
   for e in entries:

@@ -4,7 +4,7 @@
 
 Autodiff of ``jnp.dot`` emits dW as a ``dot_general`` contracting dimension 0 of both operands. XLA's CPU
 backend has no fast kernel for that form: it runs a generic loop nest instead of its YNNPACK / Eigen GEMM
-(measured on the 2-core development host, jax 0.10.2, float32: the lm_head gradient [2044, 256]^T x
+(measured on a 2-core CPU host, jax 0.10.2, float32: the lm_head gradient [2044, 256]^T x
 [2044, 32768] took 1.40 s in that form, 0.50 s with x^T materialised first, torch's ``mm`` 0.67 s; in the
 hybrid benchmark's train step this one product was 1.6-2.0 s of ~7.3 s). On the CPU backend ``matmul``
 therefore carries its own VJP that materialises x^T behind ``jax.lax.optimization_barrier`` (without the
@@ -55,7 +55,7 @@ class PanelWeight:
   y [R, N] = x [R, K] W [K, N] then runs as the batched product y[:, p J + j] = sum_k x[r, k] w_pkj[p, k, j]
   (``panel_matmul``). XLA on CPU multiplies 1-8 rows by a row-major [K, N] weight at a fraction of the
   memory bandwidth a contiguous [K, J] panel allows (2 vCPUs of an AVX-512 EPYC, 8 rows: 384 x 1,024 147 ->
-  95-117 us, 1,024 x 384 164 -> 82 us; benchmarks/README.md, twenty-fourth session); at hundreds of rows the
+  95-117 us, 1,024 x 384 164 -> 82 us; benchmarks/README.md, 2026-12-07); at hundreds of rows the
   plain product is faster, so only the decode loop takes panels. Supports what the layer code does with a
   weight: ``shape``, ``astype`` and a ``reshape`` to the [K, N] view.
   """

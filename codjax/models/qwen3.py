@@ -529,8 +529,8 @@ class Qwen3(TokenEmbeddings, nnx.Module):
     (slot_b, s_b): n contiguous positions per (layer, head, channel) row of k^T. A scatter indexed by slot and
     position instead writes one [L, K, H] column per position, strided by the cache length. Window take plus
     write-back, 13M-parameter benchmark model, 8 rows, 64 positions of a 640-position window, 2 vCPUs: 2.2 ms
-    against 6.0 ms for the whole window (``benchmarks/cache_writeback.py``; benchmarks/README.md, eighteenth
-    session)."""
+    against 6.0 ms for the whole window (``benchmarks/cache_writeback.py``; benchmarks/README.md,
+    2026-12-06)."""
     ck, cv = cache
     kv_heads, w = ck.shape[2], layers[0][0].shape[-1]
     b = slots_b.shape[0]

@@ -1,6 +1,6 @@
 """Advantage estimators: CoD credit assignment, adaptive RED-Weight, GRPO and ORBIT returns.
 
-CoD credit assignment (paper Appendix A; cod_reference.md section 3.1). A group holds G rollouts of one pack
+CoD credit assignment (CoD paper Appendix A; docs/methods/cod.md). A group holds G rollouts of one pack
 of S tasks. ``task_rewards[i, j]`` is the outcome of solve episode j of rollout i, ``hint_rewards[i, k]`` the
 (format) reward of the update episode written after task k, which conditions task k + 1. Each episode's
 return aggregates the sequence of rewards it is credited with:
@@ -13,7 +13,8 @@ return aggregates the sequence of rewards it is credited with:
 
   R^x_{i,j} = 1/(S-j) sum_{l>=j} r^x_{i,l},     R^z_{i,j} = 1/(S-j+1) (r^z_{i,j} + sum_{l>=j} r^x_{i,l}).
 
-The remark of Appendix A names two alternatives, implemented as in the reference: ``"window"`` averages only
+The remark of Appendix A names two alternatives, implemented as in agentscope-ai/Trinity-RFT
+``trinity/algorithm/advantage_fn/cod_advantage.py``: ``"window"`` averages only
 the first ``window`` terms of the sequence, ``"discounted"`` is sum_n gamma^n * (n-th term). The baseline
 is the per-position mean over the G rollouts and the advantage is return minus baseline, with no standard
 deviation normalization, so every position's advantages sum to zero over the group.
@@ -22,17 +23,18 @@ Every estimator is linear in the rewards, so it is evaluated as one matrix produ
 [S, S] weight matrix; the functions accept numpy or jax arrays and return the same kind (jit-friendly for
 jax inputs).
 
-Adaptive RED-Weight (Appendix A Eq. 3; cod_reference.md section 3.1 step 3). With scores s_j and token
+Adaptive RED-Weight (Appendix A Eq. 3; the bisection of Trinity-RFT ``cod_advantage.py``). With scores s_j and token
 counts L_j over the whole batch, let S(T) = sum_j s_j exp(s_j / T) L_j and S(inf) = sum_j s_j L_j. If
 S(inf) >= 0 nothing is reweighted. Otherwise T is found by bisection on [t_min, t_max]: mid = (lo + hi) / 2,
 S(mid) < 0 -> hi = mid else lo = mid, at most ``max_iter`` times, stopping once hi - lo < tol; T is the last
 midpoint evaluated and every score becomes s_j exp(s_j / T). S(T) decreases in T, so T is within ``tol`` of
 the root of S (or of t_min when S(t_min) < 0 already).
 
-GRPO (Shao et al. 2024; ORBIT, seeds/001 section 3.2 and orbit_evo.md A.4): A_i = (R_i - mean_g R) /
-(std_g R + eps) over the rollouts sharing a group id, std with ddof = 1 (verl/tunix convention; a group of
-one gets advantage 0). ORBIT's trajectory return is the success count R = sum_t 1[success at t] (seeds/001
-section 3.1).
+GRPO (Shao et al. 2024; ORBIT paper (arXiv 2602.04089), Sec. 3.2, and its public training script
+XiaofengLin7/ORBIT ``scripts/train_multi_task_multi_episode.sh``, which runs verl's GRPO with the group std):
+A_i = (R_i - mean_g R) / (std_g R + eps) over the rollouts sharing a group id, std with ddof = 1 (verl/tunix
+convention; a group of one gets advantage 0). ORBIT's trajectory return is the success count
+R = sum_t 1[success at t] (ORBIT paper, Sec. 3.1).
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ def red_weight_temperature(scores: Array, token_counts: Array, t_min: float = 0.
   """Adaptive RED-Weight temperature of a batch, or None when no reweighting is needed.
 
   scores: the per-sample advantages of the whole batch; token_counts: their response-token counts (the
-  token weighting of the reference). Host-side; see the module docstring for the bisection.
+  token weighting of Trinity-RFT's ``cod_advantage.py``). Host-side; see the module docstring for the bisection.
   """
   if not 0.0 < t_min < t_max or max_iter < 1 or tol <= 0.0:
     raise ValueError(f"need 0 < t_min < t_max, max_iter >= 1 and tol > 0, got {t_min}, {t_max}, {max_iter}, {tol}")

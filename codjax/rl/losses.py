@@ -13,7 +13,8 @@ pairs aggregated the same way, with gradients stopped.
 
 Aggregation (``cfg.aggregation``), with l_t the per-token loss and m_t the mask:
 * ``token-mean`` (paper Appendix A, the default): num = sum_t l_t m_t, den = sum_t m_t = N tokens.
-* ``seq-mean-token-mean`` (ORBIT, orbit_evo.md A.4): every sequence's token-mean counts once. With n_t the
+* ``seq-mean-token-mean`` (ORBIT's public script XiaofengLin7/ORBIT ``scripts/train_multi_task_multi_episode.sh``,
+  verl's ``loss_agg_mode``): every sequence's token-mean counts once. With n_t the
   number of loss tokens of the sequence token t belongs to (``seq_token_count``, from the batch builder, so
   packed rows holding several sequences are exact): num = sum_t l_t m_t / n_t, den = sum_t m_t / n_t = the
   number of sequences. Without ``seq_token_count`` each row is taken to be one sequence.
@@ -29,7 +30,8 @@ the one-side clipping mask of Appendix A
 * ``rec_oneside_is``: l = -A sg(rho) M logp (REC-OneSide with IS weight); gradient Eq. (1) again.
 * ``rec_oneside_nois``: l = -A M logp, rho (stopped) only decides M; gradient Eq. (2). With advantages
   already reweighted by adaptive RED-Weight (``advantages.apply_red_weight``) the gradient is Eq. (3).
-* ``opd``: on-policy distillation (cod_reference.md section 3.3, the fix_opd_advantage form): per-token
+* ``opd``: on-policy distillation (CoD paper Sec. 3.1 and 3.4; the ``fix_opd_advantage`` form of
+  agentscope-ai/Trinity-RFT ``trinity/algorithm/policy_loss_fn/rec_policy_loss.py``): per-token
   advantage A = teacher_logp - sg(logp), l = -A logp, no clipping; ``advantages`` is not used. Its gradient
   (logp - teacher_logp) grad logp is the on-policy reverse-KL gradient grad KL(pi_theta || pi_teacher).
 * ``sft``: l = -logp (cross-entropy on the masked tokens); ``advantages`` is not used.

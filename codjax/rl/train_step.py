@@ -33,7 +33,7 @@ OPTIONAL_FIELDS = ("teacher_logprobs", "ref_logprobs", "seq_token_count", "loss_
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
-  """AdamW with linear warmup then a constant learning rate (cod_reference.md sec. 3.4)."""
+  """AdamW with linear warmup then a constant learning rate (CoD paper Table 1; Trinity-RFT's optimizer defaults)."""
 
   learning_rate: float = 1e-6
   warmup_steps: int = 0

@@ -9,7 +9,7 @@ session (a session stays on the worker that holds its cache) and every worker ru
 prefill and decode phases, in its own thread, concurrently with the others (XLA releases the GIL while it
 runs). Rollout rounds of ``benchmarks/rollout.py`` (mid config, 8 episodes in lock step, 2 vCPUs of an AVX-512
 EPYC): one engine 4.12 s, two workers of 4 episodes 3.37 s, three 4.00 s (interleaved medians; in the benchmark's
-own run 4.27 against 3.86 s: benchmarks/README.md, twenty-fifth session). One worker per core.
+own run 4.27 against 3.86 s: benchmarks/README.md, 2026-12-07). One worker per core.
 
 Draws. Request r of a call gets the row key a single ``JaxEngine`` of the same ``seed`` would give it
 (``JaxEngine.call_keys``: per-request seeds, ``fold_in(key(seed), r)``, or a split of the engines' key when

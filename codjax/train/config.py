@@ -146,7 +146,7 @@ def logits_at_loss_tokens(cfg) -> bool:
 def base_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.name = "experiment"
-  c.workflow = "cod"  # cod | orbit | evoharness (codjax.train.workflows)
+  c.workflow = "cod"  # cod | orbit | evoharness (codjax.workflows)
   c.seed = 0
   c.run_dir = "runs/experiment"
   c.total_steps = 100
@@ -278,7 +278,7 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   _req(isinstance(c.total_steps, int) and c.total_steps >= 0, f"total_steps must be an int >= 0, got {c.total_steps!r}")
   _req(isinstance(c.seed, int), f"seed must be an int, got {c.seed!r}")
   _req(bool(c.run_dir), "run_dir must be set")
-  from codjax.train.workflows import get_workflow
+  from codjax.workflows import get_workflow
 
   try:
     wf = get_workflow(str(c.workflow))

@@ -1,4 +1,4 @@
-"""CoD-Train: the outer loop (paper Sec. 3, architecture.md sec. 2).
+"""CoD-Train: the outer loop (CoD paper, Sec. 3.1 and Appendix A; docs/methods/cod.md).
 
   packs (PackSampler) -> CoD rollouts with the engine (G repeats per pack, lock-step episodes)
   -> per-episode scores (CoD per-position credit or GRPO) -> RED-Weight -> [B, T] batch
@@ -36,29 +36,29 @@ import numpy as np
 from flax import nnx
 
 from codjax.agents.token_backend import EngineBackend
+from codjax.common import interrupts
+from codjax.common.metrics import MetricWriter, Progress
 from codjax.envs.base import derive_seed
+from codjax.eval.runner import evaluate_engine, template_kwargs
 from codjax.models import from_pretrained, save_pretrained
+from codjax.models.axes import PARAM_LOGICAL_AXES
 from codjax.models.tokenizer import load_tokenizer
 from codjax.parallel import batch_shards, maybe_initialize_distributed, mesh_from_config
 from codjax.parallel import multihost
-from codjax.models.axes import PARAM_LOGICAL_AXES
 from codjax.parallel.sharding import state_shardings
 from codjax.rl.batch import TrainSequence, assemble_batch
 from codjax.rl.train_step import device_batch, init_train_state, make_optimizer, make_train_step
 from codjax.rollout.base import SamplingParams
-from codjax.eval.runner import evaluate_engine, template_kwargs
-from codjax.train import interrupts
 from codjax.train.async_rollouts import AsyncRollouts, InterruptibleEngine, episodes_of, staleness_summary
 from codjax.train.checkpoint import Checkpointer, committed_steps
 from codjax.train.config import logits_at_loss_tokens, model_compute_overrides, validate
 from codjax.train.config import optimizer_config, step_config  # noqa: F401  (also this module's API)
-from codjax.train.credit import apply_red
-from codjax.train.data import PackSampler, env_specs
 from codjax.train.engines import build_engine
 from codjax.train.host_rollouts import rollout_on_hosts
-from codjax.train.metrics import MetricWriter, Progress
 from codjax.train.reference import build_reference
-from codjax.train.workflows import get_workflow
+from codjax.workflows import get_workflow
+from codjax.workflows.credit import apply_red
+from codjax.workflows.packs import PackSampler, env_specs
 
 
 def make_task_source(cfg, specs):
@@ -93,7 +93,7 @@ def ensure_model_dir(cfg) -> str:
     from codjax.agents.cod import run_text_packs, text_packs
     from codjax.agents.episode import PolicyBackend
     from codjax.models.tiny import make_tiny_checkpoint
-    from codjax.train.sft import configured_teacher
+    from codjax.workflows.scripted import configured_teacher
 
     corpus = []
     n, size = int(cfg.model.tiny.corpus_packs), int(cfg.data.pack_size)
@@ -542,7 +542,7 @@ class Trainer:
     its moves random), ``random`` the environment's random player."""
     from codjax.agents.episode import PolicyBackend
     from codjax.eval.runner import run_evaluation, token_counting_backend
-    from codjax.train.sft import scripted_policy
+    from codjax.workflows.scripted import scripted_policy
 
     cfg, out = self.cfg, {}
     if not multihost.is_primary():  # scripted players: process 0 alone writes their files
@@ -584,7 +584,7 @@ class Trainer:
         self.save()
       if cfg.eval.every and self.step % cfg.eval.every == 0 and cfg.eval.num_packs:
         periodic = (self.step, self.evaluate())
-      interrupts.check()  # a SIGTERM whose exception a gc callback dropped (codjax.train.interrupts)
+      interrupts.check()  # a SIGTERM whose exception a gc callback dropped (codjax.common.interrupts)
     bar.close()
     self.stop_producer()  # async: no rollouts past the last step
     final = None

@@ -4,7 +4,7 @@ trainer process.
 A seed's run directory receives the SFT run's ``sft_model/`` (hard links where the filesystem allows, else copies:
 an 8B model is not duplicated on disk) and ``sft_stats.json``; the trainer then finds the SFT model there and
 starts RL from it. The child runs ``launch/train.py``; its wall time and peak RSS come from ``wait4``, and a stop
-request reaching the parent (SIGTERM or Ctrl-C as ``KeyboardInterrupt``, ``codjax.train.interrupts``) is passed
+request reaching the parent (SIGTERM or Ctrl-C as ``KeyboardInterrupt``, ``codjax.common.interrupts``) is passed
 on to the child as SIGTERM, which the trainer handles after its current step, before the parent stops.
 """
 

@@ -16,22 +16,22 @@ import numpy as np
 
 from codjax.agents.episode import PolicyBackend
 from codjax.agents.token_backend import TokenizingBackend
+from codjax.common.metrics import MetricWriter, Progress
 from codjax.envs.base import derive_seed
-from codjax.envs.experts import make_teacher
 from codjax.parallel.mesh import batch_shards
 from codjax.rl.batch import TrainSequence, assemble_batch, length_bucket
 from codjax.rl.losses import LossConfig
 from codjax.rl.train_step import (OptimizerConfig, StepConfig, device_batch, init_train_state, make_optimizer,
                                   make_train_step)
 from codjax.train.config import logits_at_loss_tokens
-from codjax.train.data import PackSampler
-from codjax.train.metrics import MetricWriter, Progress
+from codjax.workflows.packs import PackSampler
+from codjax.workflows.scripted import configured_teacher
 
 
 def expert_transcripts(cfg, specs, tokenizer, num_packs: int, seed: int) -> tuple[list[TrainSequence], dict]:
   """Tokenized expert episodes over ``num_packs`` training packs, one repeat each, through the configured
   workflow (CoD: solve + update episodes; ORBIT: multi-episode conversations)."""
-  from codjax.train.workflows import get_workflow
+  from codjax.workflows import get_workflow
 
   workflow = get_workflow(str(cfg.workflow))
 
@@ -64,31 +64,6 @@ def expert_transcripts(cfg, specs, tokenizer, num_packs: int, seed: int) -> tupl
   stats["tokens"] = int(sum(len(s.tokens) for s in seqs))
   stats["loss_tokens"] = int(sum(int(np.sum(s.loss_mask)) for s in seqs))
   return seqs, stats
-
-
-def configured_teacher(cfg, env_name: str, random_frac: float = 0.0):
-  """``env_name``'s expert built with ``sft.teacher_params[env_name]`` (if any), with ``random_frac`` of its
-  solve turns random: the one place SFT transcripts, the tiny tokenizer's corpus and ``evaluate.py
-  --engine=expert`` get their teacher from."""
-  params = dict(cfg.sft.teacher_params.get(env_name, {}))
-  if str(cfg.workflow) == "evoharness":  # the harness workflow's replies: the teacher that uses the harness
-    from codjax.agents.harness.teacher import make_harness_teacher
-
-    return make_harness_teacher(random_frac, **params)
-  return make_teacher(env_name, random_frac, **params)
-
-
-def scripted_policy(cfg, env_name: str, kind: str, random_frac: float = 0.0):
-  """A scripted policy for evaluation: ``kind="random"`` is the environment's random player, anything else the
-  ``configured_teacher`` with ``random_frac`` of its solve turns random (launch/evaluate.py's
-  ``--engine=expert|random``, the trainer's ``eval.baselines``)."""
-  from codjax.envs.experts import make_policy
-
-  if kind == "random" and str(cfg.workflow) == "evoharness":  # the harness workflow's per-turn prompt
-    from codjax.agents.harness.teacher import HarnessRandom
-
-    return HarnessRandom()
-  return make_policy(env_name, "random") if kind == "random" else configured_teacher(cfg, env_name, random_frac)
 
 
 def bucketed_schedule(lengths: list[int], batch_size: int, max_len: int, rng: np.random.Generator,

@@ -1,4 +1,5 @@
-"""Teacher scoring for multi-teacher on-policy distillation (cod_reference.md sec. 3.3).
+"""Teacher scoring for multi-teacher on-policy distillation (CoD paper, Sec. 3.1 "Multi-teacher on-policy
+distillation"; agentscope-ai/Trinity-RFT ``trinity/common/workflows/connect_the_dots/cod_workflow.py``).
 
 Each training sequence is scored by the teacher of its environment (``algorithm.teachers``: data-env label ->
 HF checkpoint directory): the teacher's log-probability of every token of the student's exact sequence, at

@@ -1,5 +1,5 @@
 """The CoD pack rollout (codjax.agents.cod) driven by scripted policies: episode order, hint carry-over, the
-parse-failure rule and penalties (cod_reference.md 1.3-1.7), Ralph packing (1.1), G repeats (1.2), metrics.
+parse-failure rule and penalties, Ralph packing, G repeats sharing a pack seed, metrics (docs/methods/cod.md).
 
 Policies are the environments' scripted experts through ``PolicyBackend``; where a test needs exact control
 of the text (a broken hint block, a known reward per position) a small ``Scripted`` backend supplies it.
@@ -20,8 +20,8 @@ from codjax.envs import derive_seed, make
 from codjax.envs.base import EnvFamily, StepResult, TaskEnv
 from codjax.envs.experts import make_policy
 from codjax.envs.frozenlake.env import mapping_from_seed
-from codjax.eval.cod_eval import summarize
-from codjax.train.workflows import cod_rollout_metrics
+from codjax.workflows import cod_rollout_metrics
+from codjax.workflows.cod_summary import summarize
 
 FL = "frozenlake_obscure"
 

@@ -1,4 +1,4 @@
-"""Episode token bookkeeping ("token in, token out", architecture.md): what the trainer will score is
+"""Episode token bookkeeping ("token in, token out"): what the trainer will score is
 exactly the conversation the environment saw.
 
 With the real ``JaxEngine`` on the tiny checkpoint, over CoD packs of a small test task whose episodes go on
@@ -35,12 +35,12 @@ from codjax.envs import cod_protocol as cp
 from codjax.envs import derive_seed, make
 from codjax.envs.base import EnvFamily, StepResult, TaskEnv
 from codjax.envs.experts import make_policy
-from codjax.eval.cod_eval import summarize
 from codjax.models import from_pretrained
 from codjax.models.tokenizer import load_tokenizer, render_chat
 from codjax.rl.logprobs import shifted_token_logprobs
 from codjax.rollout.base import SamplingParams
 from codjax.rollout.jax_engine import JaxEngine
+from codjax.workflows.cod_summary import summarize
 
 pytestmark = pytest.mark.slow  # engine episodes on the tiny checkpoint (~60 s)
 

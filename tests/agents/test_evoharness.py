@@ -1,5 +1,5 @@
 """EvoHarness rollouts (codjax/agents/evoharness.py), the harness teacher (codjax/agents/harness/teacher.py) and the
-trainer's ``evoharness`` workflow (codjax/train/evoharness_workflow.py) on the household environment: budgets,
+trainer's ``evoharness`` workflow (codjax/workflows/evoharness.py) on the household environment: budgets,
 invalid turns, the cost-aware reward of whole tasks, GRPO per (pack, position), records, the shared bank's
 usage/notes/consolidation between batches, and packs whose tasks share a bank."""
 
@@ -16,11 +16,11 @@ from codjax.agents.evoharness import HarnessSettings, HarnessTrajectory, run_evo
 from codjax.agents.harness.experience import ExperienceBank
 from codjax.agents.harness.teacher import HarnessRandom, HarnessTeacher, make_harness_teacher
 from codjax.envs import derive_seed, make
-from codjax.eval import evoharness_eval
 from codjax.train.config import load_experiment
-from codjax.train.evoharness_workflow import (bank_path, consolidate_batch, evoharness_config, load_bank,
+from codjax.workflows import evoharness_summary
+from codjax.workflows import get_workflow
+from codjax.workflows.evoharness import (bank_path, consolidate_batch, evoharness_config, load_bank,
                                               merge_batch_usage)
-from codjax.train.workflows import get_workflow
 
 ENV = "alfworld_synth"
 
@@ -59,7 +59,7 @@ def test_teacher_solves_every_family_random_rarely(split):
   teach = run_evoharness(PolicyBackend(HarnessTeacher(), 0), ps, 1, s, ExperienceBank(), 0)
   rand = run_evoharness(PolicyBackend(HarnessRandom(), 0), ps, 1, s, ExperienceBank(), 0)
   runs = [r for t in teach for r in t.runs]
-  assert {r.family for r in runs} == set(c for c, _ in evoharness_eval.FAMILY_COLUMNS)
+  assert {r.family for r in runs} == set(c for c, _ in evoharness_summary.FAMILY_COLUMNS)
   # the scripted teacher solves nearly every certified task within the tiny preset's 20 turns (measured:
   # 598 of 600 over the three splits; two two-object tasks ran out of turns)
   assert np.mean([r.won for r in runs]) >= 0.95
@@ -218,12 +218,12 @@ def test_summary_table_and_compare():
   bad = run_evoharness(PolicyBackend(HarnessRandom(), 0), ps, 1, HarnessSettings(), ExperienceBank(), 0)
   sg, sb = wf.summarize(good), wf.summarize(bad)
   fams = [r.family for t in good for r in t.runs]
-  for fam, col in evoharness_eval.FAMILY_COLUMNS:
+  for fam, col in evoharness_summary.FAMILY_COLUMNS:
     if fam in fams:
       assert sg["family_n"][col] == fams.count(fam) and sg["family_success"][col] == 1.0
   calls = [sum(r.meta_calls().values()) for t in good for r in t.runs]
   assert sg["calls_per_episode"] == pytest.approx(np.mean(calls))
-  assert sum(sg[f"calls_per_episode/{v}"] for v in evoharness_eval.VERBS) == pytest.approx(np.mean(calls))
+  assert sum(sg[f"calls_per_episode/{v}"] for v in evoharness_summary.VERBS) == pytest.approx(np.mean(calls))
   c = wf.compare(sb, sg)
   wins = np.array([float(r.won) for t in bad for r in t.runs])
   assert c["mean"] == pytest.approx(np.mean(1.0 - wins)) and c["n"] == 30
@@ -323,7 +323,7 @@ def test_settings_are_validated():
 
 def test_paper_and_evaluation_configs_follow_the_public_recipe():
   c = load_experiment("experiments/evoharness_alfworld_qwen3_8b.py").get_config()
-  assert (c.data.packs_per_step, c.data.repeats, c.total_steps) == (16, 8, 150)  # B.5
+  assert (c.data.packs_per_step, c.data.repeats, c.total_steps) == (16, 8, 150)  # public configs/train/*.yaml
   assert c.optim.learning_rate == 1e-6 and c.algorithm.kl_coef == 0.01 and c.algorithm.kl_type == "k1"
   assert c.algorithm.advantage == "grpo" and c.algorithm.grpo_normalize_std
   assert c.rollout.max_response_tokens == 512 and c.evoharness.anneal_updates == 150

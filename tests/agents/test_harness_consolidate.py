@@ -1,8 +1,9 @@
-"""Experience consolidation (codjax/agents/harness/consolidate.py, orbit_evo.md B.4): evidence sampling and action
-summaries, frequency-ordered search priorities, op validation (partly invalid, malformed and hostile payloads;
-a hypothesis test that arbitrary text and JSON never raise and never change the bank unless valid), JSON
-extraction from replies, the rule consolidator on hand-built episodes and the LLM consolidator with a scripted
-generator (good, partly invalid and garbage replies, failures carried to the next window)."""
+"""Experience consolidation (codjax/agents/harness/consolidate.py, docs/methods/evoharness.md): evidence
+sampling and action summaries, frequency-ordered search priorities, op validation (partly invalid, malformed
+and hostile payloads; a hypothesis test that arbitrary text and JSON never raise and never change the bank
+unless valid), JSON extraction from replies, the rule consolidator on hand-built episodes and the LLM
+consolidator with a scripted generator (good, partly invalid and garbage replies, failures carried to the next
+window)."""
 
 from __future__ import annotations
 

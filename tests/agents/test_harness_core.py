@@ -1,4 +1,5 @@
-"""The EvoHarness core (orbit_evo.md B.2): reply parsing, Belief, Progress, the Harness workspace and rendering.
+"""The EvoHarness core (docs/methods/evoharness.md): reply parsing, Belief, Progress, the Harness workspace and
+rendering.
 
 Expected strings are written by hand from the ALFWorld grammar (alfworld/data/alfred.twl2) and the module rules.
 """

@@ -1,4 +1,4 @@
-"""EvoHarness Experience bank (codjax/agents/harness/experience.py, orbit_evo.md B.2 / B.4): capacity and LFU
+"""EvoHarness Experience bank (codjax/agents/harness/experience.py, docs/methods/evoharness.md): capacity and LFU
 eviction order, the protection veto, recall routing per intent and top_k, usage counts, the note buffer, task
 types, frozen snapshots, and save/load with corrupt files."""
 

@@ -1,4 +1,4 @@
-"""EvoHarness cost-aware reward (codjax/agents/harness/reward.py, orbit_evo.md B.3): every term on hand-built
+"""EvoHarness cost-aware reward (codjax/agents/harness/reward.py, docs/methods/evoharness.md): every term on hand-built
 trajectories with hand-computed values, the cosine annealing of the diversity weight, both diversity modes,
 the spam count and its cap, and the config's validation."""
 
@@ -143,7 +143,7 @@ def test_config_validation(field, value, message):
     RewardConfig(**{field: value})
 
 
-def test_config_is_frozen_and_defaults_match_the_spec():
+def test_config_is_frozen_and_defaults_match_the_public_config():
   cfg = RewardConfig()
   assert (cfg.success, cfg.lambda_eff, cfg.lambda_div_max, cfg.lambda_spam, cfg.lambda_inv, cfg.spam_cap,
           cfg.anneal_updates, cfg.max_turns, cfg.diversity) == (10.0, 1.0, 1.0, 0.1, 0.1, 10, 150, 70, "verb_ratio")

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py (issue 22) in --mode=cpu: every section runs and passes, and the report holds the
+"""benchmarks/gpu_check.py in --mode=cpu: every section runs and passes, and the report holds the
 figures the GPU run is read for (parity errors within their tolerances, positive throughputs, vLLM greedy
 agreement after a weight sync, the memory plan against the measured peak)."""
 

@@ -1,4 +1,4 @@
-"""FrozenLake-Obscure: reference map generator, pack mapping, rewards, feedback texts, presets and the expert."""
+"""FrozenLake-Obscure: published map generator, pack mapping, rewards, feedback texts, presets and the expert."""
 
 import collections
 import random
@@ -30,7 +30,8 @@ def _task(rows, mapping=None, budget=8, **cfg):
 
 
 def test_maps_match_reference_generator():
-  # computed with the reference code (gymnasium seeding.np_random + rllm DFS validity check)
+  # computed with the published generator (modelscope/Trinity-RFT trinity/common/workflows/envs/frozen_lake/utils.py:
+  # gymnasium seeding.np_random + rllm DFS validity check)
   assert generate_map(5, 0.65, 12345, 6) == ("FFFGF", "FFFFF", "FFFFH", "FHSHF", "FHFFF")
   assert generate_map(7, 0.62, 99, 8) == ("HHFFFHF", "HHHFFFH", "FFFHFFF", "HHHFFHH", "FFSFGFH", "FHFHHFF",
                                           "FFHHFFF")

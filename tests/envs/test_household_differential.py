@@ -1,6 +1,6 @@
-"""The differential test of the two household engines (orbit_evo.md B.7): tier 2 (codjax/envs/household/world.py,
-what training plays) against tier 1 (tier1.py: TextWorld 1.7's PddlEnv with ALFWorld's alfred.pddl/alfred.twl2 and
-alfworld's AlfredDemangler).
+"""The differential test of the two household engines (docs/methods/evoharness.md): tier 2
+(codjax/envs/household/world.py, what training plays) against tier 1 (tier1.py: TextWorld 1.7's PddlEnv with
+ALFWorld's alfred.pddl/alfred.twl2 and alfworld's AlfredDemangler).
 
 Generated problems are played through both engines in lockstep, with one ``Tier1Engine`` for the module. Each
 problem gets, every time from a reset:

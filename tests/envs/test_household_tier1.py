@@ -1,4 +1,4 @@
-"""Tier-1 ALFWorld engine (orbit_evo.md B.7): hand-written scenes played through TextWorld's PddlEnv.
+"""Tier-1 ALFWorld engine (docs/methods/evoharness.md): hand-written scenes played through TextWorld's PddlEnv.
 
 Every expected string below is written by hand from alfworld's ``alfred.twl2`` grammar and ``alfred.pddl``
 domain: lists name receptacles and objects in ALFRED-id order (type name, then instance number from the top

@@ -323,7 +323,7 @@ def _sampled_rows(feedback: str) -> np.ndarray:
 
 def test_ralph_pack_repeats_one_task_cod_pack_varies(fam):
   """Ralph packing (one task seed S times) shows every position the same task data -- trajectory 0 with the same
-  noise, as the reference's fixed task index does -- while a cod pack's position k observes trajectory k."""
+  noise, as Trinity-RFT's fixed task index does -- while a cod pack's position k observes trajectory k."""
   pack_seed, seeds = 55, [101, 202, 303]
   hidden = model.sample_hidden(fam.cfg, pack_seed, 3)
 

@@ -14,8 +14,8 @@ from codjax.envs.experts import make_policy
 from codjax.eval.records import RECORDS_FILE, EvalRecords, RecordsMismatch, checkpoint_digest, eval_fingerprint
 from codjax.eval.runner import eval_pack_sets, eval_specs, run_evaluation
 from codjax.train.config import base_config, env_entry, override
-from codjax.train.orbit_workflow import orbit_config
-from codjax.train.workflows import get_workflow
+from codjax.workflows import get_workflow
+from codjax.workflows.orbit import orbit_config
 
 
 def cod_config(**over):
@@ -135,7 +135,7 @@ def test_a_sigterm_whose_interrupt_was_dropped_stops_the_evaluation_after_the_ne
                    EvalRecords(str(tmp_path), fp), progress=False)
   kept = records_lines(tmp_path)[1:]
   assert 1 <= len(kept) < 6 and {r["env"] for r in kept} == {first}
-  from codjax.train import interrupts
+  from codjax.common import interrupts
 
   interrupts.reset()
   resumed = run_evaluation(cfg, backend_for, EvalRecords(str(tmp_path), fp), progress=False)

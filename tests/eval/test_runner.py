@@ -217,7 +217,7 @@ def test_text_policies_render_with_the_template_arguments(tmp_path, qwen3_ckpt, 
   policies = launcher._TextPolicies(cfg, launcher.Options(engine="expert", tokenizer=qwen3_ckpt))
   spec = eval_specs(cfg)[0]
   packs = eval_pack_sets(cfg, [spec])[spec.label]
-  from codjax.train.workflows import get_workflow
+  from codjax.workflows import get_workflow
 
   trajs = get_workflow("cod").rollout(policies.backend_for(spec), packs[:1], 1, cfg)
   solve = trajs[0].solve_episodes[0]

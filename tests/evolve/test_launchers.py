@@ -1,5 +1,6 @@
 """launch/evolve.py and launch/difficulty.py as a user runs them (subprocesses): lineages grown, resumed
-exactly after an interruption, and measured with fixed reference agents (paper Figure 3)."""
+exactly after an interruption, and measured with fixed reference agents (Environment Evolution paper,
+arXiv 2609.04128, Figure 3)."""
 
 import json
 import os

@@ -1,4 +1,5 @@
-"""The evolvable parameterisations of FrozenLake-Obscure, Alchemy-Random and alfworld_synth (orbit_evo.md C.5):
+"""The evolvable parameterisations of FrozenLake-Obscure, Alchemy-Random and alfworld_synth
+(docs/methods/environment_evolution.md):
 exact constructor kwargs of hand-built pair sequences, seed environments passing the three verifiers, longer or
 rarer sequences scoring higher and building harder environments, hostile points failing quality cleanly."""
 

@@ -1,4 +1,4 @@
-"""The seven ORBIT game parameterisations (codjax/evolve/params/games.py; orbit_evo.md A.3, C.5)."""
+"""The seven ORBIT game parameterisations (codjax/evolve/params/games.py; docs/methods/environment_evolution.md)."""
 
 from __future__ import annotations
 

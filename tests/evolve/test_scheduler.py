@@ -1,4 +1,5 @@
-"""The Evolution-Lineage scheduler's transitions are exactly Eq. 2 (orbit_evo.md C.3), and its state restores."""
+"""The Evolution-Lineage scheduler's transitions are exactly Eq. 2 (Environment Evolution paper,
+arXiv 2609.04128, Sec. 4.2), and its state restores."""
 
 import json
 

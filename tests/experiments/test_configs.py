@@ -21,9 +21,9 @@ from codjax.parallel import make_mesh
 from codjax.parallel.sharding import state_shardings
 from codjax.rl.train_step import REQUIRED_FIELDS, TrainState, make_optimizer, train_step
 from codjax.train.config import load_experiment, validate
-from codjax.train.data import env_specs
 from codjax.train.loop import optimizer_config, step_config
 from codjax.train.memory_plan import abstract_mesh, device_bytes, mesh_sizes, param_logical_axes, resolve_architecture
+from codjax.workflows.packs import env_specs
 
 EXPERIMENTS = os.path.join(os.path.dirname(__file__), "..", "..", "experiments")
 PATHS = sorted(p for p in glob.glob(os.path.join(EXPERIMENTS, "*.py")) if not os.path.basename(p).startswith("_"))
@@ -58,10 +58,10 @@ PAPER_8B_TRAIN = ["cod_frozenlake_qwen3_8b", "cod_mixed_qwen3_8b", "alchemy_abla
 PAPER_8B_EVAL = ["eval_frozenlake_hard", "eval_alchemy_easy", "eval_alchemy_hard", "eval_terminal"]
 PAPER_27B = ["pde_discovery_qwen3_6_27b", "optimal_control_qwen3_6_27b", "grid_navigation_qwen3_6_27b",
              "pde_control_grid_opd_qwen3_6_27b", "eval_science_qwen3_6_27b"]
-PAPER_EVOLUTION = ["evolve_terminal_qwen3_6_27b", "evolve_terminal_qwen3_6_35b_a3b"]  # issue 20
+PAPER_EVOLUTION = ["evolve_terminal_qwen3_6_27b", "evolve_terminal_qwen3_6_35b_a3b"]  # Environment Evolution paper
 
 
-def test_the_issue_s_experiments_exist():
+def test_the_paper_experiments_exist():
   assert set(PAPER_8B_TRAIN + PAPER_8B_EVAL + PAPER_27B + ["tiny_cod_frozenlake"]) <= set(KNOWN)
   assert {s for s in STEMS if "27b" in s} == set(PAPER_27B) | {PAPER_EVOLUTION[0]}
   assert set(PAPER_EVOLUTION) <= set(KNOWN)
@@ -151,8 +151,8 @@ def test_configs_without_a_known_architecture_need_a_checkpoint_or_preset_to_pla
 @pytest.mark.parametrize("stem", PAPER_27B)
 def test_27b_configs_plan_the_qwen36_preset(stem):
   """Qwen3.6-27B is the hybrid preset (the checkpoint path is a placeholder); the JAX sampler serves it with
-  one cache slot per trajectory of a step; 3x8 GPUs for training, 6x4 for the benchmark (cod_reference 4.1,
-  4.2)."""
+  one cache slot per trajectory of a step; 3x8 GPUs for training, 6x4 for the benchmark (Trinity-RFT
+  ``examples/research_cod/exp_plan_final`` train and bench yamls)."""
   cfg = validate(config(stem))
   arch, source = resolve_architecture(cfg)
   assert cfg.model.arch == "qwen3.6-27b" and source.startswith("model.arch=qwen3.6-27b")
@@ -197,7 +197,7 @@ def test_figure_8_losses():
 
 
 @pytest.mark.parametrize("stem", PAPER_8B_EVAL)
-def test_benchmark_configs_follow_section_4_2(stem):
+def test_benchmark_configs_follow_the_bench_yamls(stem):
   c = config(stem)
   assert c.total_steps == 0 and c.eval.num_packs * c.eval.pack_size == c.data.n_test == 4_000
   assert (c.eval.pack_size, c.eval.temperature, c.eval.split) == (8, 1.0, "test")

@@ -12,9 +12,9 @@ import time
 from codjax.agents.cod import CodSettings, run_cod
 from codjax.agents.episode import PolicyBackend
 from codjax.envs.experts import make_policy
-from codjax.eval.cod_eval import summarize
 from codjax.train.config import load_experiment
-from codjax.train.data import env_specs, eval_packs
+from codjax.workflows.cod_summary import summarize
+from codjax.workflows.packs import env_specs, eval_packs
 
 import pytest
 

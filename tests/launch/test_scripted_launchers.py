@@ -4,7 +4,8 @@ are played by ``codjax.agents.orbit.run_orbit``.
 
 Expected values are independent of the code: Mastermind (3 of 6 digits, no repeats, 3 guesses per
 episode) has 120 codes; the exact optimum wins 44 of them in one episode and every code by episode 2
-(orbit_evo.md A.6); with guesses that may repeat digits the oracle wins 45 (benchmarks/README.md).
+(exact dynamic programming over the codes consistent with the feedback, computed separately 2026-11-30;
+docs/methods/orbit.md); with guesses that may repeat digits the oracle wins 45 (benchmarks/README.md).
 """
 
 import json

@@ -44,7 +44,7 @@ def test_demo_tokenizer_keeps_slots_and_moves_whole():
   from codjax.agents.cod import run_text_packs
   from codjax.envs.experts import make_policy
   from codjax.train.config import load_experiment
-  from codjax.train.data import env_specs
+  from codjax.workflows.packs import env_specs
 
   exp = load_experiment("experiments/tiny_cod_frozenlake.py")
   cfg = exp.get_config()

@@ -6,7 +6,7 @@ shrunk to one RL step and evaluated at start and end, so ``eval/start.json``, ``
 functions are also checked against known values on a synthetic run in the Trainer's format: scripted
 FrozenLake-Obscure policies roll out CoD packs (``run_text_packs``), training metrics are
 ``cod_rollout_metrics`` written by ``MetricWriter`` to ``metrics.jsonl``, and evaluation files hold
-``cod_eval.summarize`` under ``{"step", "results"}``.
+``codjax.workflows.cod_summary.summarize`` under ``{"step", "results"}``.
 """
 
 import json
@@ -24,13 +24,13 @@ import pytest  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 
 from codjax.agents.cod import run_text_packs  # noqa: E402
+from codjax.common.metrics import MetricWriter, read_jsonl  # noqa: E402
 from codjax.envs import make  # noqa: E402
 from codjax.envs.experts import make_policy  # noqa: E402
-from codjax.eval.cod_eval import summarize  # noqa: E402
 from codjax.eval.plots import (NOT_EVALUATIONS, eval_positions, format_rl_effect, load_eval,  # noqa: E402
                                load_rl_effect, load_run, plot_eval_positions, plot_train_positions, smooth)
-from codjax.train.metrics import MetricWriter, read_jsonl  # noqa: E402
-from codjax.train.workflows import cod_rollout_metrics  # noqa: E402
+from codjax.workflows import cod_rollout_metrics  # noqa: E402
+from codjax.workflows.cod_summary import summarize  # noqa: E402
 
 pytestmark = pytest.mark.slow  # runs launch/train.py and executes the notebook (~55 s)
 

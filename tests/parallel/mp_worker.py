@@ -78,9 +78,9 @@ def scripted_rollout_batch(tokenizer_dir: str, num_packs: int = 6, repeats: int 
   from codjax.models.tokenizer import load_tokenizer
   from codjax.rl.batch import TrainSequence, assemble_batch
   from codjax.train.config import base_config, env_entry
-  from codjax.train.data import PackSampler, env_specs
   from codjax.train.host_rollouts import rollout_on_hosts
-  from codjax.train.workflows import get_workflow
+  from codjax.workflows import get_workflow
+  from codjax.workflows.packs import PackSampler, env_specs
 
   cfg = base_config()
   cfg.data.envs = {"fl": env_entry("frozenlake_obscure", "tiny")}

@@ -1,4 +1,4 @@
-"""``codjax.parallel`` holds the sharding rules and knows nothing of models (architecture.md sec. 6:
+"""``codjax.parallel`` holds the sharding rules and knows nothing of models (the import rule of docs/development.md:
 models -> parallel, never back): importing it loads no ``codjax.models`` module, and no import statement in
 its source (function-local ones included) names ``codjax.models``."""
 

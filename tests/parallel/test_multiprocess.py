@@ -141,7 +141,7 @@ def test_the_main_job_runs_two_steps_on_two_processes_and_only_process_0_writes(
                          f"--export_hf={export}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=660)
   log = proc.stdout + proc.stderr
   assert proc.returncode == 0, log[-5000:]
-  from codjax.train.metrics import read_jsonl
+  from codjax.common.metrics import read_jsonl
 
   rows = read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
   assert [r["step"] for r in rows if "train/loss" in r] == [1, 2]  # one writer: no line twice

@@ -292,7 +292,7 @@ def test_register_custom_loss():
 
 
 def test_rec_oneside_is_value_by_hand():
-  """REC-OneSide-IS (cod_reference.md 3.2, weight importance_sampling): l_t = -A_t rho_t M_t logp_t with
+  """REC-OneSide-IS (Trinity-RFT rec_policy_loss.py, weight importance_sampling): l_t = -A_t rho_t M_t logp_t with
   rho_t = pi_theta / pi_old detached and the one-side mask M (eps_low 0.2, eps_high 0.28), token-mean over the
   loss tokens. Every token's term, worked out by hand:
 

@@ -541,7 +541,7 @@ def test_weight_sync_reaches_every_server(served, fleet_model, tmp_path, perturb
 
 
 def _train_rows(run_dir):
-  from codjax.train.metrics import read_jsonl
+  from codjax.common.metrics import read_jsonl
 
   # timings, and the fleet's counters (a property of the engine process, which a resumed run restarts)
   timing = ("time", "time/", "tok_per_s", "rollout_gen_tok_per_s", "fleet/")
@@ -640,7 +640,7 @@ def test_asynchronous_training_on_the_fleet_stays_within_the_staleness_bound(ser
 
 
 def _read_rows(run_dir):
-  from codjax.train.metrics import read_jsonl
+  from codjax.common.metrics import read_jsonl
 
   return [r for r in read_jsonl(os.path.join(run_dir, "metrics.jsonl")) if "train/loss" in r]
 

@@ -469,7 +469,7 @@ def test_share_plan_copies_duplicates_and_common_prefixes():
   """Hand-worked plans: rows 0 and 2 hold the same prefix (2 copies 0), rows 0 and 1 share the 40 system
   tokens (1, sorting after 0, copies them from leader 0), row 3 continues a cached history (None), row 4 shares
   fewer than ``min_share`` tokens with anything and leads; without partial sharing only the duplicate copies."""
-  from codjax.rollout.jax_engine import _share_plan
+  from codjax.rollout.jax_engine.cache import _share_plan
 
   a, b = SYSTEM + [5, 17, 99], SYSTEM + [300, 12]
   prefixes = [a, b, list(a), None, SYSTEM[:3] + [1, 2]]
@@ -611,7 +611,7 @@ def test_kernel_choices_give_the_same_replies_with_their_own_shapes_and_compiler
   its own choice (on a host without AVX-512, as the main job's recorded run: YNNPACK fusions in v1's only)."""
   from codjax.rollout import jax_engine
 
-  monkeypatch.setattr(jax_engine, "cpu_has", lambda flag: False)
+  monkeypatch.setattr(jax_engine.kernels, "cpu_has", lambda flag: False)
   engines = {k: JaxEngine(model, max_slots=4, max_seq_len=1024, seed=0, kernels=k) for k in ("fast", "v1")}
   fast, v1 = engines["fast"], engines["v1"]
   assert fast.kernels == "fast" and JaxEngine(model, max_slots=1, max_seq_len=64).kernels == "fast3"
@@ -651,7 +651,7 @@ def test_decode_compiler_options_follow_the_host_cpu(model, monkeypatch):
     assert cpu_has("fpu") is True  # every x86-64 CPU lists it
   replies, hlo = {}, {}
   for host_avx512 in (False, True):
-    monkeypatch.setattr(jax_engine, "cpu_has", lambda flag, _v=host_avx512: _v and flag == "avx512f")
+    monkeypatch.setattr(jax_engine.kernels, "cpu_has", lambda flag, _v=host_avx512: _v and flag == "avx512f")
     for name in ("fast", "fast2"):
       assert decode_compiler_options(KERNELS[name], "cpu") == ({} if host_avx512 else off)
       assert decode_compiler_options(KERNELS[name], "gpu") == {}
@@ -740,9 +740,9 @@ def test_fast3_decodes_small_batches_from_panel_weights_with_the_same_replies(mo
   from codjax.models.matmul import PanelWeight
   from codjax.rollout import jax_engine
 
-  monkeypatch.setattr(jax_engine, "cpu_has", lambda flag: False)
+  monkeypatch.setattr(jax_engine.kernels, "cpu_has", lambda flag: False)
   assert JaxEngine(model, max_slots=2, max_seq_len=64, kernels="fast3")._panels is None
-  monkeypatch.setattr(jax_engine, "cpu_has", lambda flag: flag == "avx512f")
+  monkeypatch.setattr(jax_engine.kernels, "cpu_has", lambda flag: flag == "avx512f")
   engines = {k: JaxEngine(model, max_slots=8, max_seq_len=256, seed=0, kernels=k) for k in ("fast2", "fast3")}
   fast3 = engines["fast3"]
   assert engines["fast2"]._panels is None

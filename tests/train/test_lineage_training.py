@@ -1,14 +1,14 @@
 """Training on evolved lineages through the trainer: packs come from the scheduler's active environments, the
-scheduler's state is checkpointed, and a resumed run continues exactly (issue 20)."""
+scheduler's state is checkpointed, and a resumed run continues exactly (docs/methods/environment_evolution.md)."""
 
 import os
 
 import pytest
 
+from codjax.common.metrics import read_jsonl
 from codjax.evolve import registry
 from codjax.evolve.evolution import EvolveSettings, grow
 from codjax.train.loop import Trainer
-from codjax.train.metrics import read_jsonl
 
 pytestmark = pytest.mark.slow  # three tiny training runs (~1.5 min on 2 cores)
 

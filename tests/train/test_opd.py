@@ -6,12 +6,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from codjax.common.metrics import read_jsonl
 from codjax.models import from_pretrained, save_pretrained
 from codjax.models.tokenizer import load_tokenizer
 from codjax.rl.batch import TrainSequence
 from codjax.rl.logprobs import shifted_token_logprobs
 from codjax.train.loop import Trainer
-from codjax.train.metrics import read_jsonl
 from codjax.train.teachers import TeacherPool, attach_teacher_logprobs
 
 import pytest

@@ -1,4 +1,4 @@
-"""The trainer's ``orbit`` workflow (codjax/train/orbit_workflow.py): GRPO scores on success counts, training
+"""The trainer's ``orbit`` workflow (codjax/workflows/orbit.py): GRPO scores on success counts, training
 metrics, the evaluation summary with the oracle's regret, the ORBIT experiment configs, and the tiny ORBIT
 config trained end to end by the Trainer (tiny model, 1 step, held-out Mastermind evaluation)."""
 
@@ -15,7 +15,7 @@ from codjax.agents.orbit import OrbitSettings, run_orbit
 from codjax.envs import derive_seed, make
 from codjax.envs.experts import make_policy
 from codjax.train.config import load_experiment, validate
-from codjax.train.workflows import get_workflow
+from codjax.workflows import get_workflow
 
 pytestmark = pytest.mark.slow  # tiny ORBIT training runs (~25 s)
 

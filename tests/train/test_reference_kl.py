@@ -8,13 +8,13 @@ import jax
 import numpy as np
 import pytest
 
+from codjax.common.metrics import read_jsonl
 from codjax.models import from_pretrained, save_pretrained
 from codjax.models.tokenizer import load_tokenizer
 from codjax.parallel import make_mesh
 from codjax.rl.batch import TrainSequence, assemble_batch
 from codjax.train.config import ConfigError, validate
 from codjax.train.loop import Trainer
-from codjax.train.metrics import read_jsonl
 from codjax.train.reference import FrozenPolicy, build_reference
 
 TEMPERATURE = 0.7

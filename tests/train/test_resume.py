@@ -12,9 +12,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
+from codjax.common.metrics import read_jsonl
 from codjax.train.checkpoint import QUARANTINE_DIR, REASON_FILE
 from codjax.train.loop import Trainer
-from codjax.train.metrics import read_jsonl
 
 pytestmark = pytest.mark.slow  # three tiny training runs and two resumes (about 2.5 min on 2 cores)
 

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from codjax.common.metrics import MetricWriter, read_jsonl, truncate_jsonl
 from codjax.train.checkpoint import QUARANTINE_DIR, REASON_FILE, CheckpointError, CheckpointMismatch, Checkpointer
-from codjax.train.metrics import MetricWriter, read_jsonl, truncate_jsonl
 
 
 def _state(v):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from codjax.train import interrupts
+from codjax.common import interrupts
 from codjax.train.seed_runs import prepare_seed_dir, run_child
 
 

@@ -12,8 +12,8 @@ from safetensors.numpy import load_file
 from codjax.models import from_pretrained
 from codjax.models.tokenizer import load_tokenizer
 from codjax.parallel import mesh_from_config
-from codjax.train.data import env_specs
 from codjax.train.sft import run_sft
+from codjax.workflows.packs import env_specs
 
 pytestmark = pytest.mark.slow  # three short SFT runs (~40 s): training runs belong to the slow part
 

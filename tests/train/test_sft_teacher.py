@@ -3,8 +3,8 @@
 import re
 
 from codjax.models.tokenizer import load_tokenizer
-from codjax.train.data import env_specs
 from codjax.train.sft import expert_transcripts
+from codjax.workflows.packs import env_specs
 
 
 def _assistant_texts(cfg, tok):

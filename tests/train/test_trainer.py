@@ -7,9 +7,9 @@ import shutil
 import numpy as np
 import pytest
 
+from codjax.common.metrics import read_jsonl
 from codjax.train.checkpoint import CheckpointError, Checkpointer
 from codjax.train.loop import RunDirInUse, Trainer
-from codjax.train.metrics import read_jsonl
 
 pytestmark = pytest.mark.slow  # tiny end-to-end training runs (~120 s)
 
@@ -67,7 +67,7 @@ def test_resume_continues_exactly(tmp_path, tiny_train_model, train_config, drop
       t.run()
   finally:
     t.close()
-  from codjax.train import interrupts
+  from codjax.common import interrupts
 
   interrupts.reset()
   # the same command without --resume: refused before anything is written (it would overwrite the run's

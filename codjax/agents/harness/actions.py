@@ -1,4 +1,5 @@
-"""Parsing one model reply into an environment action or a harness meta action (orbit_evo.md B.2).
+"""Parsing one model reply into an environment action or a harness meta action (EvoHarness-RL, arXiv 2608.05446:
+the action protocol; public code EvoHarnessRL/EvoHarness-RL ``evoharness/actions.py``).
 
 Rules, stated once:
 

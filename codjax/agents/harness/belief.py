@@ -1,4 +1,5 @@
-"""Belief B_t: the per-episode scene graph read from ALFWorld's feedback text (orbit_evo.md B.2 "Belief").
+"""Belief B_t: the per-episode scene graph read from ALFWorld's feedback text (EvoHarness-RL, arXiv 2608.05446;
+public code EvoHarnessRL/EvoHarness-RL ``evoharness/envs/alfworld/belief.py``).
 
 The graph is rule-based and updated silently after every environment step from the (command, feedback) pair;
 the policy sees it only through ``track [q]`` (or the always-on world panel). Rules, stated once:
@@ -67,7 +68,8 @@ def type_of(name: str) -> str:
 
 def task_type_of(objective: str) -> str:
   """ALFWorld task family from the objective's words, first match in this order: look/examine/*lamp*,
-  clean, heat/hot, cool/cold, two; otherwise pick_and_place_simple (B.2)."""
+  clean, heat/hot, cool/cold, two; otherwise pick_and_place_simple (the public code's order,
+  ``evoharness/envs/alfworld/domain.py``)."""
   words = re.findall(r"[a-z]+", _norm(objective))
   if any(w in ("look", "examine") or "lamp" in w for w in words):
     return "look_at_obj_in_light"

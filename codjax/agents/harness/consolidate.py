@@ -1,5 +1,7 @@
 """Experience consolidation between batches: evidence, validated ops, rule-based and LLM consolidators
-(orbit_evo.md B.4, reconciled spec [mine]; the public code's numbers are the defaults).
+(codjax's reconciliation of the paper's consolidation, EvoHarness-RL arXiv 2608.05446, with the public code
+EvoHarnessRL/EvoHarness-RL ``evoharness/experience.py`` and ``evoharness/evolver.py``, whose numbers are the defaults;
+docs/methods/evoharness.md).
 
 Rules, stated once:
 
@@ -538,7 +540,7 @@ def _finish(bank: ExperienceBank, evidence: Evidence, check: OpsCheck) -> dict:
 
 @dataclasses.dataclass
 class RuleConsolidator:
-  """Consolidation without an LLM (B.4 [mine]): templated procedures, frequency priorities, skipped duplicates."""
+  """Consolidation without an LLM (codjax's choice): templated procedures, frequency priorities, skipped duplicates."""
 
   per_kind: int = 20
 

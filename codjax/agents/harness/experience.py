@@ -1,4 +1,5 @@
-"""EvoHarness Experience bank: cross-episode skills, mistakes and search priors (orbit_evo.md B.2, B.4).
+"""EvoHarness Experience bank: cross-episode skills, mistakes and search priors (EvoHarness-RL, arXiv 2608.05446;
+public code EvoHarnessRL/EvoHarness-RL ``evoharness/experience.py``; docs/methods/evoharness.md).
 
 The bank is the one part of the BPE workspace that outlives an episode. It holds
 
@@ -6,12 +7,12 @@ The bank is the one part of the BPE workspace that outlives an episode. It holds
 * ``task_specific_skills``: the same entries, one list per task type (ALFWorld family names, ``TASK_TYPES``);
 * ``common_mistakes``: entries ``{id, description, why, how_to_avoid, usage_count, last_used}``;
 * ``search_priorities``: object type -> receptacle types, most promising first (``search_counts`` keeps the
-  take-from frequencies the rule-based update orders them by, B.4);
+  take-from frequencies the rule-based update orders them by, consolidate.py);
 * ``notes``: at most ``max_notes`` (50) pending ``"[task_type] text"`` lines from ``note [x]``; they are
   consolidated between batches (``codjax.agents.harness.consolidate``), never applied at once;
 * ``archived``: entries removed by ARCHIVE / DELETE / MERGE / eviction, newest last (at most 1,000 kept);
 * ``meta``: ``updates`` (u, the number of policy updates so far; the reward anneals its diversity weight on
-  it, B.3), ``tick`` (the recall clock behind ``last_used``), ``next_id`` and operation counters.
+  it), ``tick`` (the recall clock behind ``last_used``), ``next_id`` and operation counters.
 
 Rules, stated once:
 
@@ -29,8 +30,9 @@ Rules, stated once:
   (search hints, procedures, general skills, mistakes) then stored order.
 * Usage. Every returned skill or mistake gets ``usage_count += 1`` and ``last_used = tick`` (one tick per
   recall call). Search hints are not entries: they carry no usage count.
-* Capacity and eviction (B.4 [mine]). ADD into a full bucket evicts the least-frequently-used entry (lowest
-  ``usage_count``, ties: oldest ``last_used``, then the earliest stored) into ``archived``. Entries with
+* Capacity and eviction (the paper's LFU eviction; the protection rule is codjax's choice). ADD into a full
+  bucket evicts the least-frequently-used entry (lowest ``usage_count``, ties: oldest ``last_used``, then the
+  earliest stored) into ``archived``. Entries with
   ``usage_count >= protect_usage`` (3) are protected: ARCHIVE / DELETE of them is vetoed, and eviction never
   picks them. When every entry of a full bucket is protected the ADD is rejected (ValueError "capacity"):
   entries the policy has recalled repeatedly are worth more than an unproven newcomer, and the consolidator
@@ -108,7 +110,7 @@ def words(text: str) -> set[str]:
 
 
 def task_type_of(objective: str) -> str:
-  """The ALFWorld family of an objective, by keyword in B.2's order (look/examine/lamp, clean, heat/hot,
+  """The ALFWorld family of an objective, by keyword in the public code's order (look/examine/lamp, clean, heat/hot,
   cool/cold, two); ``pick_and_place_simple`` otherwise."""
   tokens = _WORD.findall(objective.lower())
   if any(t in ("look", "examine") or "lamp" in t for t in tokens):
@@ -477,7 +479,7 @@ class ExperienceBank:
     return min(len(fresh), room)
 
   def record_update(self, n: int = 1):
-    """Count ``n`` policy updates (u of the reward's annealing, B.3)."""
+    """Count ``n`` policy updates (u of the reward's annealing)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
       raise ValueError(f"record_update needs a non-negative integer, got {n!r}")
     self.meta["updates"] += n

@@ -1,4 +1,4 @@
-"""Progress P_t: the per-episode ordered subgoal list (orbit_evo.md B.2 "Progress").
+"""Progress P_t: the per-episode ordered subgoal list (public code EvoHarnessRL/EvoHarness-RL ``evoharness/plan.py``).
 
 Rules, stated once:
 

@@ -1,5 +1,5 @@
 """Prompt text of the harness: the system prompt per mode and ablation, and the per-turn user message
-(orbit_evo.md B.2 "System prompt" and "Turn rendering").
+(public code EvoHarnessRL/EvoHarness-RL ``evoharness/envs/alfworld/prompts.py``, its per-turn context).
 
 Every model call is a fresh ``[system, user]`` pair (the per-turn context), so a prompt's length does not grow
 with the episode: the user message holds only the OBJECTIVE, the current OBSERVATION, the ADMISSIBLE
@@ -7,7 +7,7 @@ COMMANDS, the last ``HISTORY_WINDOW`` (10) entries of PREVIOUS ACTION(S) -- meta
 ``track [apple] -> (belief checked)`` -- and then the harness views: the PLAN panel, the RECALLED HINTS panel
 and the last result (``Harness.views``; the always-on mode adds its WORLD panel first).
 
-System prompt sections, in order (B.2 items 1-6; the wording is ours, the protocol strings are the paper's):
+System prompt sections, in order (the public prompt's order; the wording is ours, the protocol strings are the paper's):
 1. role and inputs; 2. environment verbs (ALFWorld 0.4.x places objects with ``move X to Y``), choose exactly
 from the admissible list; 3. harness actions with usage examples (``commit``, ``track``, ``recall`` in its three
 query modes, ``note``), said to cost a step when ``charge_meta_actions``; 4. when to use each; 5. output format

@@ -1,15 +1,16 @@
-"""EvoHarness-RL cost-aware trajectory reward (orbit_evo.md B.3, exact), paid once on the final turn:
+"""EvoHarness-RL cost-aware trajectory reward (EvoHarness-RL, arXiv 2608.05446, training stage 2; exactly the
+public code EvoHarnessRL/EvoHarness-RL ``evoharness/rl/reward.py``), paid once on the final turn:
 
   R(tau; u) = success * 1[won] + lambda_eff * R_eff + lambda_div(u) * R_div - lambda_spam * min(S, C_spam)
               - lambda_inv * I
 
 * ``R_eff = max(0, (T_max - |tau|) / T_max)`` when won, else 0; |tau| counts every turn, meta-actions and
   invalid turns included (``T_max`` = the environment's step budget, 70 for ALFWorld).
-* ``R_div``: ``"verb_ratio"`` (the config default) = distinct leading verbs among the turns' actions / number
-  of turns; ``"bpe_coverage"`` (the paper's definition) = fraction of the 4 meta verbs (track, commit, recall,
-  note) used at least once. The leading verb is the first token of the lowercased action, where ``[`` also
-  ends the token (``"recall[x]"`` -> ``recall``); an empty action (a malformed turn) has no verb but counts as
-  a turn. No turns: R_div = 0.
+* ``R_div``: ``"verb_ratio"`` (the public ``configs/train/common.yaml`` default) = distinct leading verbs
+  among the turns' actions / number of turns; ``"bpe_coverage"`` (the public README's description) = fraction
+  of the 4 meta verbs (track, commit, recall, note) used at least once. The leading verb is the first token of
+  the lowercased action, where ``[`` also ends the token (``"recall[x]"`` -> ``recall``); an empty action (a
+  malformed turn) has no verb but counts as a turn. No turns: R_div = 0.
 * ``lambda_div(u) = lambda_div_max * 0.5 * (1 + cos(pi * min(u, U) / U))``, u = policy updates so far (the
   Experience bank's ``meta.updates``), U = ``anneal_updates`` (total epochs, 150).
 * ``S`` = the number of turns whose action equals the previous turn's action after lowercasing and collapsing
@@ -34,7 +35,7 @@ DIVERSITY_MODES = ("verb_ratio", "bpe_coverage")
 
 @dataclasses.dataclass(frozen=True)
 class RewardConfig:
-  """Weights of B.3; every field is checked on construction (ValueError naming the field)."""
+  """Weights of the cost-aware reward; every field is checked on construction (ValueError naming the field)."""
 
   success: float = 10.0
   lambda_eff: float = 1.0
@@ -110,7 +111,7 @@ def diversity_score(actions: Sequence[str], mode: str) -> float:
 
 def trajectory_reward(actions: Sequence[str], won: bool, invalid_turns: int, updates: int,
                       config: RewardConfig = RewardConfig()) -> RewardTerms:
-  """B.3's reward for one finished trajectory. ``actions``: the action text of every turn (meta-actions and
+  """The cost-aware reward of one finished trajectory. ``actions``: the action text of every turn (meta-actions and
   invalid turns included; ``""`` for a turn with no parsable action)."""
   if isinstance(actions, str) or not all(isinstance(a, str) for a in actions):
     raise ValueError("actions must be a sequence of strings, one per turn")

@@ -1,4 +1,5 @@
-"""The scripted teacher that uses the harness: SFT transcripts for EvoHarness-RL (orbit_evo.md B.5 stage 1).
+"""The scripted teacher that uses the harness: SFT transcripts for EvoHarness-RL (arXiv 2608.05446, training
+stage 1; docs/methods/evoharness.md).
 
 The paper's teacher is Claude Opus acting through the same BPE interface; this one is a rule-based player that
 reads ONLY the per-turn prompt (``codjax.agents.harness.render``: OBJECTIVE, OBSERVATION, ADMISSIBLE COMMANDS,

@@ -1,4 +1,5 @@
-"""The per-episode harness H_t = (B_t, P_t, E_t) and its four meta actions (orbit_evo.md B.2).
+"""The per-episode harness H_t = (B_t, P_t, E_t) and its four meta actions (EvoHarness-RL, arXiv 2608.05446;
+public code EvoHarnessRL/EvoHarness-RL ``evoharness/workspace.py``).
 
 One ``Harness`` per episode holds a ``Belief``, a ``Progress`` and a reference to the shared experience bank
 (an object with ``recall(query, task_type, top_k)``, ``render_entries(entries)`` and ``note(text,

@@ -1,4 +1,7 @@
-"""Alchemy-Random: synthesize a target element from a hidden, pack-shared recipe graph (cod_reference.md 2.2).
+"""Alchemy-Random: synthesize a target element from a hidden, pack-shared recipe graph (CoD paper Sec. 3.2.1).
+
+The generator follows shiweijiezero/Trinity-RFT ``trinity/common/workflows/connect_the_dots/alchemy/random_graph.py``
+and ``env.py`` (the fork that holds Trinity-RFT's Alchemy code; docs/methods/cod.md).
 
 Graph (``scope="per_pack"``: drawn from ``random.Random(pack_seed)``, shared by the pack). Draw the number of
 tiers, the base-tier size, the shrink factor, the cross-tier probability and the noise ratio; tier sizes are
@@ -11,9 +14,10 @@ a pair already used is redrawn up to 50 times, then skipped. ``noise_chain_depth
 Targets: the non-noise elements of tiers >= 1 that are *reachable* (every element of their solution has a
 recipe) within the round limit; ``num_tasks`` draws pick a tier with weight (tier + 1) among non-exhausted tiers
 and an element of it without replacement; the list is shuffled and task i gets ``targets[i mod len]``. (The
-reference draws from all non-noise elements; restricting to solvable ones is codjax's choice so every task can
-be won.) ``min_target_tier`` (default 1, the reference) keeps only targets of that tier or above (environment
-evolution's recipe depth, orbit_evo.md C.5); a pack without any target raises ValueError. A task seed that
+published generator draws from all non-noise elements; restricting to solvable ones is codjax's choice so every
+task can be won.) ``min_target_tier`` (default 1, as published) keeps only targets of that tier or above
+(codjax's recipe-depth handle for environment evolution, docs/methods/environment_evolution.md); a pack without
+any target raises ValueError. A task seed that
 already occurred earlier in the pack reuses that position's target, so Ralph packs (one seed S times) repeat
 one task.
 
@@ -151,7 +155,7 @@ def _draw_recipe(rng: random.Random, tier: int, tiers: list[list[str]], gap: int
 
 
 def generate_graph(rng: random.Random, cfg: AlchemyConfig) -> Graph:
-  """Draws the hyper-parameters and the DAG from ``rng`` in the reference's order (module docstring)."""
+  """Draws the hyper-parameters and the DAG from ``rng`` in the published generator's order (module docstring)."""
   num_tiers = rng.randint(cfg.min_num_tiers, cfg.max_num_tiers)
   base = rng.randint(cfg.min_base_elements, cfg.max_base_elements)
   shrink = rng.uniform(cfg.tier_shrink_min, cfg.tier_shrink_max)
@@ -259,7 +263,7 @@ def valid_targets(graph: Graph, cfg: AlchemyConfig) -> dict[int, list[str]]:
 
 
 def select_targets(rng: random.Random, groups: dict[int, list[str]], num_tasks: int) -> list[str]:
-  """Tier-weighted (weight tier + 1) draws without replacement, then shuffled (reference order)."""
+  """Tier-weighted (weight tier + 1) draws without replacement, then shuffled (the published order)."""
   avail = {t: list(v) for t, v in groups.items()}
   out: list[str] = []
   for _ in range(num_tasks):

@@ -1,4 +1,4 @@
-"""FrozenLake-Obscure: grid navigation whose action-to-direction mapping is hidden (cod_reference.md 2.1).
+"""FrozenLake-Obscure: grid navigation whose action-to-direction mapping is hidden (CoD paper Sec. 3.2.1).
 
 Rules. A ``side x side`` map of safe ice ``_`` and holes ``O`` holds a start and a goal ``G``. The agent answers
 ``<answer>Direction k</answer>`` with k in 1..4; each ``Direction k`` moves one cell up/down/left/right according
@@ -6,16 +6,19 @@ to a hidden permutation; moving off the edge leaves the position unchanged. A ho
 reward 0, the goal with raw reward 1; after ``budget`` turns the episode ends with 0. Text that does not hold a
 unique answer block matching ``[Dd]irection\\s+(\\d+)``, or names a number outside 1..4, ends the episode at once
 with reward 0 (format error). On success the reward is the length-penalised
-``r = max(0, 1 - c * steps_used / budget)`` with c = ``length_penalty_coef`` (0.1; section 1.7).
+``r = max(0, 1 - c * steps_used / budget)`` with c = ``length_penalty_coef`` (0.1, paper Table 1; the form is
+agentscope-ai/Trinity-RFT ``connect_the_dots/base_workflow.py``'s, see docs/methods/cod.md).
 
-Maps (reference generator, [MS] ``generate_random_map``): with ``np.random.default_rng(task_seed)`` (the same
-stream as gymnasium's ``seeding.np_random``) draw a board of ice/holes with P(ice) = p, then start and goal
-(distinct), and accept the board when a depth-first search from the start with a visited set, pruning nodes
-with ``steps > env_max_steps``, pops a cell adjacent to the goal. Every accepted map therefore has a path of at
-most ``env_max_steps + 1`` moves. The side and p of a task are drawn from ``random.Random(task_seed)``.
-Two shaping knobs (0 = off, the reference generator) serve environment evolution (orbit_evo.md C.5): an accepted
-board must also have a shortest path of at least ``min_path`` moves and one at least ``min_detour`` moves longer
-than the start-goal Manhattan distance (holes force a bend); rejected boards draw again from the same stream.
+Maps (the generator of modelscope/Trinity-RFT ``trinity/common/workflows/envs/frozen_lake/utils.py``,
+``generate_random_map``): with ``np.random.default_rng(task_seed)`` (the same stream as gymnasium's
+``seeding.np_random``) draw a board of ice/holes with P(ice) = p, then start and goal (distinct), and accept
+the board when a depth-first search from the start with a visited set, pruning nodes with
+``steps > env_max_steps``, pops a cell adjacent to the goal. Every accepted map therefore has a path of at most
+``env_max_steps + 1`` moves. The side and p of a task are drawn from ``random.Random(task_seed)``.
+Two shaping knobs (0 = off, the published generator; codjax's own handles for environment evolution,
+docs/methods/environment_evolution.md): an accepted board must also have a shortest path of at least
+``min_path`` moves and one at least ``min_detour`` moves longer than the start-goal Manhattan distance (holes
+force a bend); rejected boards draw again from the same stream.
 
 Mapping modes: ``per_pack`` (default) uses ``random.Random(pack_seed).shuffle(["Down","Right","Up","Left"])`` and
 ``Direction k = list[k-1]``, shared by every task of the pack; ``per_task`` does the same with the task seed;
@@ -24,9 +27,9 @@ Mapping modes: ``per_pack`` (default) uses ``random.Random(pack_seed).shuffle(["
 
 Presets (``train``, ``hard``, ``tiny``) are in ``presets.py``; ``make("frozenlake_obscure", preset=..., **overrides)``.
 
-Text options: ``feedback_style="coordinates"`` (reference wording, from/to coordinates) or ``"relative"`` (the
-direction actually moved, or blocked); ``text_style="full"`` (reference layout: map re-rendered every turn with
-tab-separated cells) or ``"compact"``.
+Text options: ``feedback_style="coordinates"`` (Trinity-RFT's wording, from/to coordinates) or ``"relative"``
+(the direction actually moved, or blocked); ``text_style="full"`` (Trinity-RFT's layout, paper Appendix C
+Table 4: map re-rendered every turn with tab-separated cells) or ``"compact"``.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from codjax.envs.frozenlake.presets import PRESETS
 from codjax.envs.helpers import check_int, config_from_preset, pack_args
 from codjax.envs.registry import register
 
-DIRECTIONS = ("Down", "Right", "Up", "Left")  # the reference's shuffle order
+DIRECTIONS = ("Down", "Right", "Up", "Left")  # Trinity-RFT's shuffle order
 DELTAS = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
 ALL_PERMUTATIONS = tuple(itertools.permutations(DIRECTIONS))
 DEFAULT_MAPPING = {1: "Down", 2: "Right", 3: "Up", 4: "Left"}
@@ -170,7 +173,7 @@ class FrozenLakeConfig:
 
 
 def _dfs_valid(board: list[list[str]], start: tuple[int, int], max_steps: int) -> bool:
-  """The reference validity check: DFS with a visited set, pruning nodes with steps > max_steps."""
+  """The published validity check: DFS with a visited set, pruning nodes with steps > max_steps."""
   size = len(board)
   frontier = [(start[0], start[1], 0)]
   visited = set()
@@ -192,7 +195,7 @@ def _dfs_valid(board: list[list[str]], start: tuple[int, int], max_steps: int) -
 @functools.lru_cache(maxsize=4096)
 def generate_map(size: int, p: float, seed: int, max_steps: int, min_path: int = 0, min_detour: int = 0
                  ) -> tuple[str, ...]:
-  """Rows of 'S'/'F'/'H'/'G' drawn as the reference generator does (module docstring). With ``min_path`` or
+  """Rows of 'S'/'F'/'H'/'G' drawn as the published generator does (module docstring). With ``min_path`` or
   ``min_detour`` set, a valid board is also rejected (and the next one drawn from the same stream) unless its
   shortest path has at least ``min_path`` moves and exceeds the start-goal Manhattan distance by at least
   ``min_detour``; ValueError when no board qualifies within ``_MAX_SHAPED_ATTEMPTS`` draws."""

@@ -14,7 +14,7 @@ without hole risk that reveal more, then to ``tie_break`` ("random" via the call
 
 Text is short and regular (SFT targets), in one of two scratchpad styles (``know_style``):
 
-* ``pairs`` (the reference-sized texts): ``know 1=Up 3=Left; go Up`` or ``know none; try 2`` then
+* ``pairs`` (the default): ``know 1=Up 3=Left; go Up`` or ``know none; try 2`` then
   ``<answer>Direction k</answer>``; update episodes answer ``know 1=Up 3=Left`` and a one-bullet hint block
   ``- mapping: 1=Up 3=Left`` (``- mapping: unknown`` when nothing is definite).
 * ``slots`` (compact texts, for tiny models trained from scratch): four fixed slots in the order Up, Down,

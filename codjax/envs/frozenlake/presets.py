@@ -3,7 +3,7 @@
 
 * ``train`` (paper Table 2, easy): side 4-5, p in [0.6, 0.7], env_max_steps 6, budget 8.
 * ``hard`` (OOD eval): side 6-7, p in [0.6, 0.7], env_max_steps 8, budget 10.
-* ``tiny`` (CPU demo for a ~1-2M-parameter model trained from scratch; tiny_demo_notes.md): side 3-4, p in
+* ``tiny`` (CPU demo for a ~1-2M-parameter model trained from scratch; docs/methods/cod.md): side 3-4, p in
   [0.8, 0.9] (few holes), env_max_steps 4, and a per-task budget of ``shortest path + budget_slack`` (slack 1):
   with a known mapping the task is a short walk, while probing an unknown direction at position 0 usually costs
   the episode. Text is compact (``text_style="compact"``: a short system prompt, the map shown once in the

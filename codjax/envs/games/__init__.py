@@ -1,4 +1,5 @@
-"""The seven ORBIT games (orbit_evo.md A.3) as codjax text environments, plus their oracles and scripted players.
+"""The seven ORBIT games (ORBIT paper Table 1 and Appendix B; docs/methods/orbit.md) as codjax text environments,
+plus their oracles and scripted players.
 
 Registry names: ``rps``, ``minesweeper``, ``hangman``, ``wordle``, ``blackjack``, ``maze``, ``mastermind``.
 ``make(name).sample_pack(pack_seed, T)`` gives T episodes of one hidden instance (common.py). Text policies

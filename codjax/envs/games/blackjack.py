@@ -1,4 +1,5 @@
-"""Blackjack with an indexed deck (ORBIT training game; orbit_evo.md A.3 item 5).
+"""Blackjack with an indexed deck (ORBIT training game; ORBIT paper Appendix B.7; rules and instance as in
+XiaofengLin7/ORBIT ``envs/blackjack_env_adapter.py``).
 
 Hidden instance (pack seed, ``random.Random``). A 52-card deck of values (ace = 1, 2-9, four 10-valued ranks
 per suit) is shuffled; while the dealer's two top cards total less than ``dealer_min`` (17) the deck is
@@ -14,7 +15,7 @@ the rest of the episode); ``\\boxed{stand}`` ends the hand. Text that is neither
 is out of range or already drawn, is treated as a stand (``format_error`` in info when it is neither form).
 Over 21 after a hit loses at once (bust). On a stand the player wins iff their total is at most 21 and
 above the dealer's; a tie loses. Playing turn H without standing ends the episode as a loss.
-Faithful quirk: the reference flags truncation whenever turn >= H and needs a non-truncated win, so only a
+Faithful quirk: ORBIT's adapter flags truncation whenever turn >= H and needs a non-truncated win, so only a
 stand on turns 1..H-1 can succeed; with ``faithful=False`` a winning stand on turn H counts, and a hit on
 turn H that does not bust is compared as a stand. Raw reward: 1 for a win that counts, else 0.
 """
@@ -55,9 +56,9 @@ class BlackjackConfig:
   max_turns: int = 4
   dealer_min: int = 17
   faithful: bool = True
-  # environment evolution (orbit_evo.md C.5, "lower starting hands"): the deal is also reshuffled while the
-  # player's two-card total exceeds ``player_max`` or the dealer's exceeds ``dealer_max``, at most ``shuffles``
-  # times; 21, 21 and 50 keep the deal above
+  # environment evolution (codjax's direction "lower starting hands", docs/methods/environment_evolution.md): the
+  # deal is also reshuffled while the player's two-card total exceeds ``player_max`` or the dealer's exceeds
+  # ``dealer_max``, at most ``shuffles`` times; 21, 21 and 50 keep the deal above
   player_max: int = 21
   dealer_max: int = 21
   shuffles: int = 50

@@ -1,25 +1,25 @@
-"""Shared machinery of the ORBIT games (orbit_evo.md A.2-A.3): action extraction, the episode loop, families.
+"""Shared machinery of the ORBIT games (docs/methods/orbit.md): action extraction, the episode loop, families.
 
-**Action extraction** (A.2). The action is the content of the *last* ``\\boxed{...}`` whose content holds no
-brace; a response without such a box is taken whole (ORBIT re-wraps it as ``\\boxed{text}``). Each game then
-matches that content, stripped, against its own grammar as a full match, so ``\\boxed{reveal 1 2}``, a long
-reasoning ending in ``\\boxed{reveal 1 2}`` and a bare ``reveal 1 2`` are one action, and anything else
-takes the game's invalid-action or format-error path. Nothing here raises on model text.
+**Action extraction** (XiaofengLin7/ORBIT ``agents/gem_text_agent.py``). The action is the content of the *last*
+``\\boxed{...}`` whose content holds no brace; a response without such a box is taken whole (ORBIT re-wraps it as
+``\\boxed{text}``). Each game then matches that content, stripped, against its own grammar as a full match, so
+``\\boxed{reveal 1 2}``, a long reasoning ending in ``\\boxed{reveal 1 2}`` and a bare ``reveal 1 2`` are one
+action, and anything else takes the game's invalid-action or format-error path. Nothing here raises on model text.
 
-**Episode** (A.2). One ``TaskEnv`` is one episode of at most ``H = max_turns`` turns. It ends when the game
-ends (a win or a loss) or when turn H is played. ``success`` means the game ended in a win within H turns;
-the step reward is ORBIT's binary completion reward (paper eq. for R(M; tau), section 3.1): 1.0 on the
-step that wins, else 0.0, so the last-step reward is also the CoD task reward. ``info["raw_reward"]`` holds
-the game's own shaped reward (GEM constants: format error -0.1, invalid action 0, loss 0). The feedback of
-the final step is the whole terminal observation (message and final board), since a CoD update episode sees
-nothing else of that step; earlier steps' feedback is the message alone.
+**Episode** (ORBIT paper Sec. 2; XiaofengLin7/ORBIT ``envs/multi_episode_env.py``). One ``TaskEnv`` is one episode
+of at most ``H = max_turns`` turns. It ends when the game ends (a win or a loss) or when turn H is played.
+``success`` means the game ended in a win within H turns; the step reward is ORBIT's binary completion reward
+(paper eq. for R(M; tau), section 3.1): 1.0 on the step that wins, else 0.0, so the last-step reward is also the
+CoD task reward. ``info["raw_reward"]`` holds the game's own shaped reward (GEM constants: format error -0.1,
+invalid action 0, loss 0). The feedback of the final step is the whole terminal observation (message and final
+board), since a CoD update episode sees nothing else of that step; earlier steps' feedback is the message alone.
 
-**GEM-style games** (Minesweeper, Hangman, Wordle, Mastermind) share two behaviours of GEM that the
-``faithful`` switch keeps (A.3, A.9): a response whose content does not fit the action grammar at all ends
-the episode at once with raw reward -0.1, and when turn H is played without a win the observation is only
-``"You have reached the maximum number of turns."`` (GEM drops the last turn's feedback, e.g. Mastermind's
-pegs of the third guess). With ``faithful=False`` a format error costs the turn like an invalid action and
-the last feedback is shown above the terminal line.
+**GEM-style games** (Minesweeper, Hangman, Wordle, Mastermind) share two behaviours of GEM that the ``faithful``
+switch (codjax's; axon-rl/gem ``gem/envs/game_env/``) keeps: a response whose content does not fit the action
+grammar at all ends the episode at once with raw reward -0.1, and when turn H is played without a win the
+observation is only ``"You have reached the maximum number of turns."`` (GEM drops the last turn's feedback, e.g.
+Mastermind's pegs of the third guess). With ``faithful=False`` a format error costs the turn like an invalid
+action and the last feedback is shown above the terminal line.
 
 **Families.** ``sample_pack(pack_seed, n)`` draws ONE hidden instance from ``pack_seed`` (a pure function
 of it) and returns n fresh episodes of it: ORBIT's T episodes of one task instance, and equally a CoD pack

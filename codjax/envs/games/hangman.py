@@ -1,4 +1,6 @@
-"""Hangman (ORBIT training game; GEM ``game:Hangman-v0-easy``: 3 letters, H = 10; orbit_evo.md A.3 item 3).
+"""Hangman (ORBIT training game, paper Appendix B.2; axon-rl/gem ``gem/envs/game_env/hangman.py`` registered as
+``game:Hangman-v0-easy``: 3 letters; H = 10 as set in XiaofengLin7/ORBIT
+``configs/multi_task_multi_episode_config.yaml``).
 
 Rules. The pack seed draws the secret uniformly from ``words.vocabulary(word_length)`` (words.py). There is
 no life counter, only the turn limit H. ``\\boxed{A}`` (one letter, case ignored) guesses a letter: a letter
@@ -37,8 +39,8 @@ class HangmanConfig:
   word_length: int = 3
   max_turns: int = 10
   faithful: bool = True
-  # secret-pool knobs of environment evolution (orbit_evo.md C.5; words.pool); the defaults draw from the
-  # whole vocabulary exactly as before
+  # secret-pool knobs of environment evolution (codjax's, docs/methods/environment_evolution.md; words.pool); the
+  # defaults draw from the whole vocabulary exactly as before
   category: str = "all"
   min_rare: int = 0
   min_repeats: int = 0

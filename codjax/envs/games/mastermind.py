@@ -1,5 +1,6 @@
-"""Mastermind (ORBIT held-out test game; GEM ``game:Mastermind-v0-random`` as ORBIT configures it: 3 digits
-from 1..6, no repeated digit, H = 3; orbit_evo.md A.3 item 7).
+"""Mastermind (ORBIT held-out test game, paper Appendix B.4; axon-rl/gem ``gem/envs/game_env/mastermind.py``
+registered as ``game:Mastermind-v0-random``, with the settings of XiaofengLin7/ORBIT
+``configs/multi_task_multi_episode_config.yaml``: 3 digits from 1..6, no repeated digit, H = 3).
 
 Rules. The pack seed fixes a secret code of ``code_length`` digits from 1..``num_digits`` (distinct unless
 ``duplicates``): 120 codes in the ORBIT setting. Each turn the player writes a full guess as

@@ -1,4 +1,5 @@
-"""Maze with local observations only (ORBIT held-out test game; orbit_evo.md A.3 item 6).
+"""Maze with local observations only (ORBIT held-out test game, paper Appendix B.5; generator and text as in
+XiaofengLin7/ORBIT ``envs/maze_env_adapter.py``).
 
 Generator (pack seed, explicit ``random.Random`` streams; attempt a = 0, 1, ... uses derive_seed(seed, a)):
 
@@ -59,9 +60,10 @@ class MazeConfig:
   max_path: int = 8
   shapes: tuple[tuple[int, int], ...] = SHAPES
   text: str = "full"  # "full" | "compact" (module docstring)
-  # environment evolution (orbit_evo.md C.5): the probability of a single carve per growth pick (step 3; lower
-  # gives a bushier tree with more junctions and dead ends) and extra loop openings on top of the generator's
-  # own count (step 5); 0.7 and 0 leave the generator exactly as described above
+  # environment evolution (codjax's knobs, docs/methods/environment_evolution.md): the probability of a single
+  # carve per growth pick (step 3; lower gives a bushier tree with more junctions and dead ends) and extra loop
+  # openings on top of the generator's own count (step 5); 0.7 and 0 leave the generator exactly as described
+  # above
   single_carve: float = 0.7
   loops: int = 0
 

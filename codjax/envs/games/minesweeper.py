@@ -1,5 +1,6 @@
-"""Minesweeper, "only-reveal" (ORBIT training game; GEM Minesweeper with ORBIT's win rule: 5x5 board, 5 mines,
-H = 8; orbit_evo.md A.3 item 2).
+"""Minesweeper, "only-reveal" (ORBIT training game, paper Appendix B.1; axon-rl/gem
+``gem/envs/game_env/minesweeper.py`` with the win rule of XiaofengLin7/ORBIT ``envs/custom_minesweeper.py``:
+5x5 board, 5 mines, H = 8).
 
 Rules. Actions ``\\boxed{reveal r c}`` and ``\\boxed{flag r c}`` (0-based row and column). Revealing a safe
 cell shows its number of adjacent mines (8-neighbourhood) and flood-fills: every revealed 0 reveals its

@@ -1,4 +1,5 @@
-"""Rock-Paper-Scissors against a hidden stochastic adversary (ORBIT training game; orbit_evo.md A.3 item 1).
+"""Rock-Paper-Scissors against a hidden stochastic adversary (ORBIT training game, paper Appendix B.6; instance
+and rules as in XiaofengLin7/ORBIT ``envs/rps_env_adapter.py``).
 
 Hidden instance (pack seed). A dominant move is drawn uniformly from {rock, paper, scissors}; its probability
 is ``p_dom = min_dom + (1 - min_dom) * t`` with t ~ Beta(2, 2) (min_dom = 0.4, so E[p_dom] = 0.7); the other
@@ -12,8 +13,8 @@ own move and "You win" / "You lose" / "You draw" (the adversary's move is implie
 the episode succeeds iff wins / rounds >= ``win_threshold`` (3 of 5 wins), with raw reward 1 then, else
 0, and the text adds "Now play the next episode".
 
-Reference ceiling (orbit_evo.md A.3): a best response that knows the distribution succeeds with probability
-E[P(Bin(5, p_dom) >= 3)] ~ 0.80 per episode.
+Reference ceiling (computed for codjax; docs/methods/orbit.md): a best response that knows the distribution
+succeeds with probability E[P(Bin(5, p_dom) >= 3)] ~ 0.80 per episode.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Wordle (ORBIT training game; GEM ``game:Wordle-v0-hard``: 5 letters, H = 10; orbit_evo.md A.3 item 4).
+"""Wordle (ORBIT training game, paper Appendix B.3; axon-rl/gem ``gem/envs/game_env/wordle.py`` registered as
+``game:Wordle-v0-hard``: 5 letters; H = 10 as set in XiaofengLin7/ORBIT
+``configs/multi_task_multi_episode_config.yaml``).
 
 Rules. The pack seed draws the secret uniformly from ``words.vocabulary(word_length)`` (see words.py for how
 this differs from GEM's nltk en-basic list). Each turn the player writes a word, ``\\boxed{CRANE}`` (letters,
@@ -52,8 +54,8 @@ class WordleConfig:
   word_length: int = 5
   max_turns: int = 10
   faithful: bool = True
-  # secret-pool knobs of environment evolution (orbit_evo.md C.5; words.pool); the defaults draw from the
-  # whole vocabulary exactly as before
+  # secret-pool knobs of environment evolution (codjax's, docs/methods/environment_evolution.md; words.pool); the
+  # defaults draw from the whole vocabulary exactly as before
   category: str = "all"
   min_rare: int = 0
   min_repeats: int = 0

@@ -1,11 +1,11 @@
 """Secret-word lists for Hangman and Wordle, read offline from the ``wonderwords`` wheel (MIT, no dependencies).
 
-Reference (orbit_evo.md A.3): GEM draws the secret uniformly from nltk's ``words.words("en-basic")`` (Ogden's
-Basic English, about 850 words) after keeping lowercase alphabetic words of the game's length (3 for
-Hangman, 5 for Wordle), and upper-cases it. nltk's corpora ship only through ``nltk.download`` (a network
-fetch at run time), so codjax reads the noun, adjective and verb lists that the ``wonderwords`` wheel
-ships (``wonderwords/assets/*.txt``), keeps lowercase ASCII alphabetic words of the length, drops the
-words on wonderwords' own profanity list, and sorts the union (``vocabulary(n)``).
+Reference (axon-rl/gem ``gem/envs/game_env/hangman.py`` and ``wordle.py``): GEM draws the secret uniformly from
+nltk's ``words.words("en-basic")`` (Ogden's Basic English, about 850 words) after keeping lowercase alphabetic
+words of the game's length (3 for Hangman, 5 for Wordle), and upper-cases it. nltk's corpora ship only through
+``nltk.download`` (a network fetch at run time), so codjax reads the noun, adjective and verb lists that the
+``wonderwords`` wheel ships (``wonderwords/assets/*.txt``), keeps lowercase ASCII alphabetic words of the length,
+drops the words on wonderwords' own profanity list, and sorts the union (``vocabulary(n)``).
 
 How the distribution differs: Basic English is a deliberately small list of very common words (few dozen
 of length 3, about a hundred of length 5); ours is the same part-of-speech mix (mostly nouns, some
@@ -25,7 +25,8 @@ _LISTS = ("nounlist.txt", "adjectivelist.txt", "verblist.txt")
 #: word categories of ``pool`` ("all" is ``vocabulary``; the others are one wonderwords list each)
 CATEGORIES = {"all": _LISTS, "noun": ("nounlist.txt",), "adjective": ("adjectivelist.txt",),
               "verb": ("verblist.txt",)}
-#: the rarest letters of English text (the evolution's "rare letter" skill, orbit_evo.md C.5)
+#: the rarest letters of English text (the evolution's "rare letter" skill, codjax's;
+#: docs/methods/environment_evolution.md)
 RARE_LETTERS = "JQXZKV"
 
 
@@ -51,9 +52,10 @@ def vocabulary(length: int, category: str = "all") -> tuple[str, ...]:
 
 @functools.cache
 def pool(length: int, category: str = "all", min_rare: int = 0, min_repeats: int = 0) -> tuple[str, ...]:
-  """The secret pool of an evolved Hangman/Wordle (orbit_evo.md C.5): words of ``vocabulary(length, category)``
-  holding at least ``min_rare`` letters of ``RARE_LETTERS`` (counted with repetition) and at least
-  ``min_repeats`` repeated letters (length minus distinct letters). The defaults give ``vocabulary(length)``."""
+  """The secret pool of an evolved Hangman/Wordle (docs/methods/environment_evolution.md): words of
+  ``vocabulary(length, category)`` holding at least ``min_rare`` letters of ``RARE_LETTERS`` (counted with
+  repetition) and at least ``min_repeats`` repeated letters (length minus distinct letters). The defaults give
+  ``vocabulary(length)``."""
   return tuple(w for w in vocabulary(length, category)
                if sum(ch in RARE_LETTERS for ch in w) >= min_rare and len(w) - len(set(w)) >= min_repeats)
 

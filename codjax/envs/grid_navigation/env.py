@@ -1,4 +1,7 @@
-"""GridNavigation: rook moves over a hidden, smooth cost field revealed by walking (cod_reference.md 2.6).
+"""GridNavigation: rook moves over a hidden, smooth cost field revealed by walking (CoD paper Sec. 3.2.2).
+
+Rules and generator follow agentscope-ai/Trinity-RFT ``trinity/common/workflows/connect_the_dots/grid_navigation/``
+(``env.py``, ``workflow.py``); docs/methods/cod.md.
 
 Cost field per pack (``default_rng(pack_seed)``): side ``n ~ U{grid_min..grid_max}``; a sum of K anisotropic
 Gaussian bumps on [0,1]^2 evaluated at the cell centres (centre uniform, long scale ~ U(min, max), short
@@ -239,7 +242,8 @@ class GridTaskEnv(TaskEnv):
     return self._end(f"{fb}\n{end}\nFinal observed cost grid:\n{self._grid()}", reward, False)
 
   def render_trajectory(self, system_prompt: str, turns: Sequence[Turn]) -> str:
-    """Default rendering plus final position, target, normalized loss and the observed grid (sec. 1.5)."""
+    """Default rendering plus final position, target, normalized loss and the observed grid (as Trinity-RFT's
+    ``grid_navigation/workflow.py`` renders it)."""
     base = super().render_trajectory(system_prompt, turns)
     g = self.task.goal
     return (f"{base}\n\nFinal position: ({self.pos[0]},{self.pos[1]})\nTarget: ({g[0]},{g[1]})\n"

@@ -1,4 +1,4 @@
-"""Scripted GridNavigation policies acting through text only (cod_reference.md 2.6).
+"""Scripted GridNavigation policies acting through text only (environment: CoD paper Sec. 3.2.2; env.py).
 
 ``GridExpert`` (solve): parses the goal, position, rounds left, the observed cost grid and the moves already
 made from the conversation, and plans the remaining moves exactly: over all rook paths with exactly the

@@ -1,4 +1,4 @@
-"""The offline ALFWorld household environment ``alfworld_synth`` (orbit_evo.md B.7, tier 2; used as in B.2-B.5).
+"""The offline ALFWorld household environment ``alfworld_synth`` (docs/methods/evoharness.md).
 
 vocab.py (ALFWorld's vocabulary, read from the installed ``alfworld``), problem.py (the frozen ``Problem`` and its
 scene spec), world.py (the exact state machine: admissible commands, feedback, ``won``), planner.py (the

@@ -1,5 +1,5 @@
-"""The household environment ``alfworld_synth``: ALFWorld's six task families, offline (orbit_evo.md B.7 tier 2,
-used as in B.2-B.5).
+"""The household environment ``alfworld_synth``: ALFWorld's six task families, offline (tier 2 of
+docs/methods/evoharness.md).
 
 A pack is one house (a room layout with its objects, from ``pack_seed``); each task of the pack is another goal
 in that house (from its task seed), so a pack is a stream of related tasks in one environment. Each task starts

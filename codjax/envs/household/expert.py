@@ -1,4 +1,5 @@
-"""Scripted household policies that act only through the conversation text (orbit_evo.md B.7; experts.py).
+"""Scripted household policies that act only through the conversation text (the ``TextPolicy``
+interface of codjax/envs/experts.py).
 
 ``HouseholdExpert`` rebuilds what the episode's text says -- the receptacles of the intro, where the agent is,
 what each receptacle was seen to hold, which are open, what it holds and what it did to it -- from ALFWorld's

@@ -1,4 +1,4 @@
-"""Procedural household problems: a house per pack, a goal per task (orbit_evo.md B.7 tier 1 items 1-8, B.5).
+"""Procedural household problems: a house per pack, a goal per task (docs/methods/evoharness.md).
 
 Every problem is a pure function of ``(config, pack_seed, task_seed)`` (``random.Random`` streams seeded with
 ``base.derive_seed``; no global state).
@@ -21,7 +21,9 @@ lamp of each lamp class of the scene on a lamp surface. Each instance goes to a 
 hold it (``VAL_RECEPTACLE_OBJECTS``). Houses without a feasible goal are redrawn.
 
 ``rooms`` (default None: all four) restricts houses to scenes of those room types (environment evolution's
-scenario novelty, orbit_evo.md C.5); a lead family no given room allows draws the house again.
+scenario-novelty direction, Environment Evolution paper (arXiv 2609.04128), Sec. 3, as codjax applies it to
+generated environments: docs/methods/environment_evolution.md); a lead family no given room allows draws the
+house again.
 
 Goals (one per task, from ``task_seed``). A family is drawn among the configured ones feasible in the house,
 with weight 1 / (number of room types that allow it): with the lead-family room draw this makes the six

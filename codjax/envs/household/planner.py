@@ -1,4 +1,4 @@
-"""The full-knowledge planner that certifies household problems (orbit_evo.md B.7 tier 1 item 7, tier 2).
+"""The full-knowledge planner that certifies household problems (docs/methods/evoharness.md).
 
 It sees the hidden state (where every object is) and builds the canonical plans of the goal's family, for
 every choice of goal object(s), appliance, lamp and target receptacle:

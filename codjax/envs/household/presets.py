@@ -2,7 +2,7 @@
 ``make("alfworld_synth", preset=..., **overrides)``.
 
 * ``train``: ALFWorld-sized rooms (8-25 receptacles, 4-12 distractor objects), the six families, 70 turns
-  (EvoHarness's T_max, orbit_evo.md B.2); override ``split`` for ``valid_seen`` / ``valid_unseen``.
+  (EvoHarness-RL's T_max, public configs/train/alfworld.yaml); override ``split`` for ``valid_seen`` / ``valid_unseen``.
 * ``valid_seen`` / ``valid_unseen``: ``train`` on those splits.
 * ``tiny`` (CPU tests and demos): 4-6 receptacles, 1-3 distractors, a 20-turn budget.
 """

@@ -1,4 +1,4 @@
-"""One household problem: a room's receptacles and objects plus one ALFWorld goal (orbit_evo.md B.7, tier 2).
+"""One household problem: a room's receptacles and objects plus one ALFWorld goal (docs/methods/evoharness.md).
 
 A ``Problem`` is frozen and self-contained: the world (world.py) plays it, the planner (planner.py) certifies it
 and ``to_scene_spec()`` hands it, as JSON-ready data, to the tier-1 engine (tier1.py: TextWorld's PDDL engine

@@ -1,4 +1,4 @@
-"""Tier-1 ALF-synth: a scene spec played by ALFWorld's own engine (orbit_evo.md B.7, "Tier 1").
+"""Tier 1 of ``alfworld_synth``: a scene spec played by ALFWorld's own engine (docs/methods/evoharness.md).
 
 A scene spec (the dict ``Problem.to_scene_spec()`` produces: room, receptacles, objects, goal, task_text)
 becomes an ALFRED-style PDDL problem for the shipped ``alfred.pddl`` domain, and is played through

@@ -1,4 +1,4 @@
-"""ALFWorld's household vocabulary, read from the installed ``alfworld`` package (orbit_evo.md B.7, tier 2).
+"""ALFWorld's household vocabulary, read from the installed ``alfworld`` package (docs/methods/evoharness.md).
 
 Nothing here copies ALFWorld's lists: object and receptacle classes, which receptacle class may hold which object
 class (``VAL_RECEPTACLE_OBJECTS``), the capability classes (``VAL_ACTION_OBJECTS``: heatable, coolable,

@@ -1,5 +1,5 @@
 """The household state machine: what TextWorld's PDDL engine does with ALFWorld's domain and grammar, in plain
-Python (orbit_evo.md B.7, tier 2).
+Python (tier 2 of docs/methods/evoharness.md).
 
 Every rule below was read off ``alfred.pddl`` (preconditions, effects), ``alfred.twl2`` (texts) and TextWorld
 1.7's ``PddlEnv`` (command lists, list joining, "Nothing happens."), and checked by playing hand-written

@@ -1,4 +1,7 @@
-"""OptimalControl: steer hidden 1-D linear dynamics with one scalar feedback law (cod_reference.md 2.5).
+"""OptimalControl: steer hidden 1-D linear dynamics with one scalar feedback law (CoD paper Sec. 3.2.2).
+
+Rules follow agentscope-ai/Trinity-RFT ``trinity/common/workflows/connect_the_dots/optimalcontrol/`` (``env.py``,
+``workflow.py``); docs/methods/cod.md.
 
 Hidden per pack (``random.Random(pack_seed)``): ``a ~ U(0.55, 1.20)`` and ``b`` uniform on
 ``[-1.5, -0.35] U [0.35, 1.5]`` (the sign must be inferred). The dynamics are
@@ -261,7 +264,8 @@ class ControlTaskEnv(TaskEnv):
     return self._finish(reward, fb, False)
 
   def render_trajectory(self, system_prompt: str, turns: Sequence[Turn]) -> str:
-    """``System / Task / Submitted action expression`` (the raw response when nothing parsed), sec. 1.5."""
+    """``System / Task / Submitted action expression`` (the raw response when nothing parsed), as
+    Trinity-RFT's ``optimalcontrol/workflow.py`` renders it."""
     sys_text = system_prompt.split(HINT_SECTION_MARKER)[0].split(LENGTH_SECTION_MARKER)[0]
     task = turns[0].observation if turns else ""
     response = turns[0].action if turns else ""

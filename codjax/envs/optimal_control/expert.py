@@ -1,4 +1,4 @@
-"""Scripted OptimalControl policies acting through text only (cod_reference.md 2.5).
+"""Scripted OptimalControl policies acting through text only (environment: CoD paper Sec. 3.2.2; env.py).
 
 ``ControlExpert``:
 

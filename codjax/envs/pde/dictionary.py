@@ -1,4 +1,5 @@
-"""The 15-term reaction dictionary of PDE-Discovery and the equation text format (cod_reference.md 2.4).
+"""The 15-term reaction dictionary of PDE-Discovery and the equation text format (CoD paper Sec. 3.2.2;
+``DEFAULT_DICTIONARY`` of agentscope-ai/Trinity-RFT ``connect_the_dots/pde_discovery/candidate.py``).
 
 ``f(u) = sum_k c_k phi_k(u)`` over the fixed dictionary ``TERMS``. Every term vanishes at ``u = 0`` and is
 finite for all real u, so the Dirichlet boundary ``u = 0`` is consistent with any f.

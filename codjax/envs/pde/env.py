@@ -1,11 +1,14 @@
-"""PDE-Discovery environment: tasks, pack state, actions and reward (cod_reference.md 2.4, 1.5, 1.6).
+"""PDE-Discovery environment: tasks, pack state, actions and reward (CoD paper Sec. 3.2.2).
+
+Rules follow agentscope-ai/Trinity-RFT ``trinity/common/workflows/connect_the_dots/pde_discovery/`` (``workflow.py``,
+``update_context_workflow.py``); docs/methods/cod.md.
 
 Each pack hides one reaction term f (``model.sample_hidden``); the task at position k (1-based) observes
 trajectory ``j = k - 1`` of ``u_t = u_xx + f(u)``, except that a task seed already seen earlier in the pack keeps
 the trajectory index of its first occurrence (``helpers.first_positions``). So a cod pack of distinct task seeds
 observes trajectories 0..S-1, and a Ralph pack (one task seed S times) observes trajectory 0 with the same sample
-noise at every position: the reference fixes ``task_idx = env_task_idx`` in both Ralph modes (cod_reference.md
-1.1), so every repeat of "the same task" sees the same data.
+noise at every position: Trinity-RFT fixes ``task_idx = env_task_idx`` in both Ralph modes
+(``connect_the_dots/cod_workflow.py``), so every repeat of "the same task" sees the same data.
 
 Per task the agent has ``max_steps`` turns and ``point_budget`` sample points. Actions are one XML element
 inside a unique ``<answer>`` block (root tag = action, attributes and children = arguments; ``dictionary``,

@@ -1,4 +1,4 @@
-"""Scripted PDE-Discovery policies acting through text only (cod_reference.md 2.4).
+"""Scripted PDE-Discovery policies acting through text only (environment: CoD paper Sec. 3.2.2; env.py).
 
 ``PdeExpert`` (solve), one action per turn, re-derived from the conversation each time:
 

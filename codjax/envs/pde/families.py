@@ -1,7 +1,9 @@
 """Ground-truth template families of PDE-Discovery, stored as package data (``families/*.json``).
 
-The reference's own lists are not public (cod_reference.md 2.4 gives only their shape), so codjax ships its
-own, chosen by these rules:
+codjax ships its own template lists, of the same shape as the published ones (agentscope-ai/Trinity-RFT
+``trinity/common/workflows/connect_the_dots/pde_discovery/ground_truth_families/physical_full_train.json`` and
+``physical_full_eval_4000.json``) but written independently, chosen by these rules (a departure listed in
+docs/methods/cod.md):
 
 * ``train``: 40 templates, 5 one-term and 35 two-term, every support distinct;
 * ``eval``: 25 templates, 17 two-term and 8 three-term; no eval support equals any train support

@@ -1,4 +1,5 @@
-"""Hidden model of a PDE-Discovery pack: reaction coefficients and initial conditions (cod_reference.md 2.4).
+"""Hidden model of a PDE-Discovery pack: reaction coefficients and initial conditions (CoD paper Sec. 3.2.2;
+the sampling of agentscope-ai/Trinity-RFT ``connect_the_dots/pde_discovery/ground_truth.py`` and ``pde_numeric.py``).
 
 With ``env_seed`` the pack seed (mod 2**64):
 

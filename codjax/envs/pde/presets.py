@@ -1,6 +1,6 @@
 """PDE-Discovery presets: named parameter sets of ``model.PdeConfig``, chosen with
 ``make("pde_discovery", preset=..., **overrides)``: ``train`` (the train template family, 1-2 reaction terms)
-and ``eval`` (the support-disjoint eval family, 1-3 terms) (cod_reference.md 2.4)."""
+and ``eval`` (the support-disjoint eval family, 1-3 terms) (docs/methods/cod.md)."""
 
 from __future__ import annotations
 

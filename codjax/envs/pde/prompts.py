@@ -1,4 +1,5 @@
-"""Prompt text of PDE-Discovery (codjax's own wording; cod_reference.md 2.4 lists the required content)."""
+"""Prompt text of PDE-Discovery (codjax's own wording of the content of agentscope-ai/Trinity-RFT
+``connect_the_dots/pde_discovery/prompts/*.jinja2``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The sparse-regression tool of PDE-Discovery (STRidge screening + support enumeration; sec. 2.4).
+"""The sparse-regression tool of PDE-Discovery (STRidge screening + support enumeration; CoD paper Sec. 3.2.2,
+as in agentscope-ai/Trinity-RFT ``connect_the_dots/pde_discovery/regression.py``).
 
 Given samples ``(u_i, y_i)`` and a term list, with ``Theta`` the library columns ``phi_k(u_i)``:
 

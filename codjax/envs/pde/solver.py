@@ -1,4 +1,5 @@
-"""Semi-implicit solver of ``u_t = u_xx + f(u)`` and the regression target (cod_reference.md 2.4).
+"""Semi-implicit solver of ``u_t = u_xx + f(u)`` and the regression target (CoD paper Sec. 3.2.2; the scheme
+of agentscope-ai/Trinity-RFT ``connect_the_dots/pde_discovery/pde_numeric.py``).
 
 Domain x in [0, 1], t in [0, 1], Dirichlet ``u(0) = u(1) = 0``; uniform grid ``x_i = i dx``,
 ``t_n = n dt`` with ``dx = 1/(nx-1)``, ``dt = 1/(nt-1)``. With ``D2`` the standard second difference on the

@@ -1,4 +1,5 @@
-"""The TerminalSimulator shell: command lines, chains and the simulated command set (cod_reference.md 2.3).
+"""The TerminalSimulator shell: command lines, chains and the simulated command set (CoD paper, Sec. 3.2.1;
+after the authors' shiweijiezero/Trinity-RFT `trinity/common/workflows/connect_the_dots/terminal/commands.py`).
 
 A command line is expanded (``~``, ``$HOME``/``${USER}``/``$PWD`` on Unix, ``%USERPROFILE%``/``%USERNAME%``/``%CD%``
 on Windows), rejected when it holds an unquoted pipe, redirect or command substitution (``|``, ``>``, ``<``,

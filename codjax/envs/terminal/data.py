@@ -1,4 +1,5 @@
-"""TerminalSimulator tasks from explicit data (the form an LLM evolver writes; orbit_evo.md C.2, C.6).
+"""TerminalSimulator tasks from explicit data (the form the LLM evolver writes; Environment Evolution paper,
+arXiv 2609.04128, Sec. 4.1; docs/methods/environment_evolution.md).
 
 A task as JSON data (every key required unless marked optional)::
 

@@ -1,4 +1,6 @@
-"""TerminalSimulator environment: file-operation tasks in a simulated local and remote shell (cod_reference.md 2.3).
+"""TerminalSimulator environment: file-operation tasks in a simulated local and remote shell (CoD paper,
+Sec. 3.2.1 and Appendix C Table 6; after the authors' shiweijiezero/Trinity-RFT
+`trinity/common/workflows/connect_the_dots/terminal/env.py`).
 
 Each turn the agent answers one command line in ``<answer>COMMAND</answer>`` (``&&``/``;`` chains allowed); a
 missing or empty answer ends the episode with reward 0. The command runs in the in-memory shell

@@ -5,7 +5,7 @@ task template from its wording, and plays a fixed command plan for it (one comma
 copy/move/del/ren and zip where Unix uses cp/mv/rm/tar; remote-side work goes through ``ssh`` ... ``exit``;
 transfers use ``scp``). Terminal tasks share no hidden structure, so there is nothing to explore; the hint is
 a list of validated command recipes (one bullet per task kind and OS, the commands of the last successful
-episode of that kind, as in the paper's Table 9), carried forward from the previous hint.
+episode of that kind, as in the CoD paper's Appendix C Table 9), carried forward from the previous hint.
 
 The random baseline answers a uniformly random command name from the prompt's list with up to two arguments
 drawn from the quoted paths of the task sentence.

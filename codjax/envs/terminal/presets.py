@@ -1,5 +1,6 @@
 """TerminalSimulator presets: named parameter sets of ``TerminalConfig`` (env.py), chosen with
-``make("terminal_simulator", preset=..., **overrides)``: ``eval`` (paper Table 2): 12 steps, composite ratio 0.5."""
+``make("terminal_simulator", preset=..., **overrides)``: ``eval`` (CoD paper, Appendix B Table 2): 12 steps,
+composite ratio 0.5."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""TerminalSimulator task generation and goal checks (cod_reference.md 2.3), a pure function of the task seed.
+"""TerminalSimulator task generation and goal checks, a pure function of the task seed (CoD paper, Sec. 3.2.1;
+after the authors' shiweijiezero/Trinity-RFT `trinity/common/workflows/connect_the_dots/terminal/task_gen.py`
+and `goal_check.py`).
 
 ``random.Random(seed)`` draws, in order: the local OS (windows/mac/linux), the remote host
 ``192.168.1.{10..99}`` and user, whether the task is composite (probability ``composite_ratio``), its template,

@@ -1,4 +1,5 @@
-"""An LLM evolver for TerminalSimulator tasks through any text engine (orbit_evo.md C.2, C.6; paper section 4.1).
+"""An LLM evolver for TerminalSimulator tasks through any text engine (Environment Evolution paper,
+arXiv 2609.04128, Sec. 4.1 and Figure 2; docs/methods/environment_evolution.md).
 
 The engine is a callable ``generate(prompts: list[str]) -> list[str]`` (``codjax.train.loop.Trainer.generate``,
 a JAX sampler backend, a vLLM engine or an OpenAI-compatible server behind the same signature). Modules, one job

@@ -1,4 +1,5 @@
-"""The LLM evolver: one generation of a TerminalSimulator lineage (orbit_evo.md C.2, C.6; paper section 4.1).
+"""The LLM evolver: one generation of a TerminalSimulator lineage (Environment Evolution paper,
+arXiv 2609.04128, Sec. 4.1 and Figure 2; docs/methods/environment_evolution.md).
 
 ``LLMEvolver(generate, ...).evolve(parent, effort)`` tries the three directions in a seeded random order
 (cross-direction fallback) and returns the first accepted child:

@@ -1,4 +1,4 @@
-"""One JSON object out of model text (orbit_evo.md C.6: every model output is JSON).
+"""One JSON object out of model text (every reply of the LLM evolver is JSON; docs/methods/environment_evolution.md).
 
 ``parse_object(text)`` takes the first ```` ```json ```` fenced block when there is one, else the first
 ``{ ... }`` that decodes, and returns it as a dict. Anything else (not a string, too long, no object, an

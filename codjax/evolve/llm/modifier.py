@@ -1,4 +1,5 @@
-"""The modifier's structured edit of a task (orbit_evo.md C.2 loop 2: the residual Delta E; C.6 item 4).
+"""The modifier's structured edit of a task: the residual Delta E of loop 2 (Environment Evolution paper,
+arXiv 2609.04128, Sec. 4.1; docs/methods/environment_evolution.md).
 
 An edit is a JSON object with only these keys, each optional::
 

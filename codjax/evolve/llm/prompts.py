@@ -1,4 +1,5 @@
-"""Prompt texts of the LLM evolver (orbit_evo.md C.2, C.6). Each asks for one JSON object and states its shape.
+"""Prompt texts of the LLM evolver (Environment Evolution paper, arXiv 2609.04128, Sec. 4.1; the paper publishes
+no prompts, these are codjax's own). Each asks for one JSON object and states its shape.
 
 The task is shown as its JSON data (``codjax.envs.terminal.data``); the vocabulary, the direction rule and the
 effort rule are spelled out so that a model can follow them without the paper.

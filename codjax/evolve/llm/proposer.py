@@ -1,4 +1,5 @@
-"""The proposer's output and its rules (orbit_evo.md C.2 loop 1; paper section 4.1).
+"""The proposer's output and its rules (loop 1 of the Environment Evolution paper, arXiv 2609.04128, Sec. 4.1
+and Eq. 1; docs/methods/environment_evolution.md).
 
 The model extracts the parent's (scenario, skill) sequence and returns an edited one. ``parse_proposal``
 checks the reply against the parameterisation and the parent, and returns a ``Proposal`` or raises

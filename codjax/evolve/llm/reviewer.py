@@ -1,4 +1,5 @@
-"""The rubric reviewer's verdict (orbit_evo.md C.2 loop 1, C.6 item 3).
+"""The rubric reviewer's verdict (the plan reviewer of loop 1, Environment Evolution paper, arXiv 2609.04128,
+Sec. 4.1; docs/methods/environment_evolution.md).
 
 The model answers ``{"accept": true|false, "violations": [...]}`` against the rubric bank. ``parse_review``
 returns (accepted, reason): a rejection's reason lists the violations it named; a reply without a boolean

@@ -1,5 +1,6 @@
-"""The rubric bank: the rules the reviewer and the modifier see, growing from recorded failures (orbit_evo.md
-C.2 "issues that slipped through became new rubrics", C.6 item 9).
+"""The rubric bank: the rules the reviewer and the modifier see, growing from recorded failures (Environment
+Evolution paper, arXiv 2609.04128, Sec. 4.1: issues human reviewers found became new rubrics; codjax turns
+failure reasons into rubrics automatically; docs/methods/environment_evolution.md).
 
 A bank starts from ``DEFAULT_RUBRICS`` (self-contained, unique answer, solvable within the turn budget,
 harder than the parent, no answer leak). ``add_failure(reason)`` turns a failure reason into a rubric: known

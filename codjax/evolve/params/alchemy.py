@@ -1,4 +1,5 @@
-"""Alchemy-Random as an evolvable environment (orbit_evo.md C.5; cod_reference.md 2.2).
+"""Alchemy-Random (CoD paper, Sec. 3.2.1) as an evolvable environment; the parameterisation is codjax's choice
+(docs/methods/environment_evolution.md).
 
 A point's pairs are the tiers of the recipe chain the target sits on top of: pair t is the step from tier t-1
 to tier t (scenario = the element set that step draws from, skill = the kind of reaction it uses). The pairs set

@@ -1,4 +1,5 @@
-"""FrozenLake-Obscure as an evolvable environment (orbit_evo.md C.5; cod_reference.md 2.1).
+"""FrozenLake-Obscure (CoD paper, Sec. 3.2.1) as an evolvable environment; the parameterisation is codjax's
+choice (docs/methods/environment_evolution.md).
 
 A point's pairs are the moves of the walk from the start to the goal: pair t is one move of the shortest path
 (scenario = the layout and rendering the move happens in, skill = the hole pattern it has to get through).

@@ -1,6 +1,7 @@
-"""Evolvable parameterisations of the seven ORBIT games (orbit_evo.md A.3 for the games, C.5 for the knobs).
+"""Evolvable parameterisations of the seven ORBIT games (the games: ORBIT paper, arXiv 2602.04089, Sec. 4.1 and
+Appendix B; the knobs are codjax's choice: docs/methods/environment_evolution.md).
 
-Each game reads its pair sequence ((scenario, skill), ...) as one row of the C.5 knob table:
+Each game reads its pair sequence ((scenario, skill), ...) as three knobs:
 
 * **length** is the number of pairs and always sets the quantity that lengthens execution: RPS rounds,
   Blackjack hits needed (lower starting hand, longer horizon), Maze corridor segments (shortest path
@@ -11,7 +12,7 @@ Each game reads its pair sequence ((scenario, skill), ...) as one row of the C.5
   category. Where one value must be chosen for the whole environment (board aspect, word category) the
   *rarest* scenario of the sequence decides, so an edit towards a rarer scenario always shows. RPS,
   Blackjack and Mastermind have one scenario each (their representation changes need new game text and
-  oracle parsing; see the report of issue 20): the scenario direction fails there and the loop falls back.
+  oracle parsing): the scenario direction fails there and the loop falls back.
 * **skill** is the inference a pair asks for; each rare skill pair adds one unit of its knob: RPS
   ``subtle`` (a less biased adversary, min_dom - 0.05), Blackjack ``exact`` (dealer threshold + 1),
   Maze ``branch`` / ``loop`` (a bushier tree / more loops), Mastermind ``wide`` (one more symbol) and

@@ -1,4 +1,5 @@
-"""The household environment alfworld_synth as an evolvable environment (orbit_evo.md C.5 "ALF-synth" row).
+"""The household environment alfworld_synth as an evolvable environment; the parameterisation is codjax's
+choice (docs/methods/environment_evolution.md).
 
 A point's pairs are the house's subgoal slots: pair t is a room type (scenario) and one of ALFWorld's six task
 families (skill) that room hosts. The pairs set the constructor of ``codjax.envs.make("alfworld_synth", ...)``:

@@ -1,4 +1,5 @@
-"""TerminalSimulator as an evolvable environment (registry name ``terminal_simulator``; orbit_evo.md C.2, C.5, C.6).
+"""TerminalSimulator (CoD paper, Sec. 3.2.1) as an evolvable environment (registry name ``terminal_simulator``;
+the parameterisation is codjax's choice: docs/methods/environment_evolution.md).
 
 **Pairs.** A task is its execution sequence: one (scenario, skill) pair per file operation, in order.
 
@@ -22,7 +23,8 @@ oracle's command lines (consecutive remote operations share one ``ssh`` session)
 remote operation costs two more turns (``ssh``/``exit``), pack and extract two turns (``cd`` + the archiver),
 rarer skills and scenarios score higher novelty/rarity, and every extra pair adds its turns.
 
-**Oracle.** The reference solution is the task's own oracle lines (the paper's Oracle script), played by
+**Oracle.** The reference solution is the task's own oracle lines (the Environment Evolution paper's Oracle
+solution, Sec. 4.1), played by
 ``ScriptOracle``: ``tasks()`` records each built task's system prompt with its lines, and the oracle answers
 the next line for the system prompt it sees (falling back to the scripted ``TerminalExpert`` for prompts it
 has not recorded). **Quality** (``task_problems``): the goal must not hold initially; no vacuous check

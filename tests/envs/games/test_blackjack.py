@@ -1,4 +1,4 @@
-"""Indexed-deck Blackjack rules and the turn-limit quirk (orbit_evo.md A.3 item 5)."""
+"""Indexed-deck Blackjack rules and the turn-limit quirk (XiaofengLin7/ORBIT ``envs/blackjack_env_adapter.py``)."""
 
 import collections
 

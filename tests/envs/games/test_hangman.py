@@ -1,4 +1,4 @@
-"""Hangman rules (orbit_evo.md A.3 item 3)."""
+"""Hangman rules (axon-rl/gem ``gem/envs/game_env/hangman.py``; ORBIT paper Appendix B.2)."""
 
 from codjax.envs import make
 from codjax.envs.games import words

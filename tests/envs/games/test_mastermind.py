@@ -1,4 +1,4 @@
-"""Mastermind rules (orbit_evo.md A.3 item 7)."""
+"""Mastermind rules (axon-rl/gem ``gem/envs/game_env/mastermind.py``; ORBIT paper Appendix B.4)."""
 
 import itertools
 

@@ -1,4 +1,4 @@
-"""Maze generator and episode rules (orbit_evo.md A.3 item 6)."""
+"""Maze generator and episode rules (XiaofengLin7/ORBIT ``envs/maze_env_adapter.py``; ORBIT paper Appendix B.5)."""
 
 from codjax.envs import make
 from codjax.envs.games.common import MAX_TURNS_LINE

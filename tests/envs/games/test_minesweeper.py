@@ -1,4 +1,5 @@
-"""Minesweeper (only-reveal) rules and the first-click-dependent layout (orbit_evo.md A.3 item 2)."""
+"""Minesweeper (only-reveal) rules and the first-click-dependent layout (axon-rl/gem
+``gem/envs/game_env/minesweeper.py``, XiaofengLin7/ORBIT ``envs/custom_minesweeper.py``)."""
 
 from codjax.envs import make
 from codjax.envs.games.common import MAX_TURNS_LINE

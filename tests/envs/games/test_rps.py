@@ -1,4 +1,4 @@
-"""Rock-Paper-Scissors against a hidden stochastic adversary (orbit_evo.md A.3 item 1)."""
+"""Rock-Paper-Scissors against a hidden stochastic adversary (XiaofengLin7/ORBIT ``envs/rps_env_adapter.py``)."""
 
 import statistics
 

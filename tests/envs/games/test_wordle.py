@@ -1,4 +1,4 @@
-"""Wordle rules (orbit_evo.md A.3 item 4)."""
+"""Wordle rules (axon-rl/gem ``gem/envs/game_env/wordle.py``; ORBIT paper Appendix B.3)."""
 
 import pytest
 

@@ -6,7 +6,7 @@ draws from the deck's remaining composition (52 values minus every card seen); a
 that composition restricted to values giving the dealer at least ``dealer_min`` (17), as the deal
 guarantees. On turn t the player compares: stand (probability the total beats the dealer), hit a known
 index (each distinct value once), or hit an unknown index (expectation over the composition), looking ahead
-to the last turn on which a stand still counts (H - 1 with ``faithful``: the reference only credits
+to the last turn on which a stand still counts (H - 1 with ``faithful``: ORBIT's adapter only credits
 stands before turn H; H otherwise). Ties prefer standing, then known cards; indices are taken lowest
 first. It maximises this episode's win probability only (no deliberate exploration).
 """

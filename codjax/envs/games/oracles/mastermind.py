@@ -1,5 +1,5 @@
-"""Mastermind oracle: exact dynamic programming over belief states across episodes (orbit_evo.md A.6; paper
-Appendix C).
+"""Mastermind oracle: exact dynamic programming over belief states across episodes (ORBIT paper Appendix C;
+the recursion below is codjax's, docs/methods/orbit.md).
 
 Belief: the set S of codes consistent with every peg answer seen so far (any episode, or the CoD hint),
 minus guesses known to be wrong. Codes are uniform a priori. With t guesses left in the current episode
@@ -9,7 +9,7 @@ and e episodes left (this one included), the optimal expected number of future s
   V(S, t, e) = e                                 if |S| = 1        (guess it now and in every later episode)
   V(S, t, e) = max_g sum_f P(f | S, g) * (e  if f wins  else  V(S_f, t - 1, e)),
 
-over guesses g from ``guess_pool`` ("codes": the legal codes, as in the spec; "all": any digit string, which
+over guesses g from ``guess_pool`` ("codes", the default: the legal codes; "all": any digit string, which
 GEM also accepts). A win means every later episode is won too (the code is known). When the pegs of a
 losing last guess are hidden (GEM, faithful mode), the last-turn outcomes merge into "not g": S -> S \\ {g}.
 Sets are bitmasks over the code list; V is memoised and each max stops at the upper bound

@@ -1,4 +1,5 @@
-"""Maze oracle: planning on a belief map that persists across episodes (orbit_evo.md A.6; paper Appendix C).
+"""Maze oracle: planning on a belief map that persists across episodes (ORBIT paper Appendix C; the planners are
+codjax's, docs/methods/orbit.md).
 
 Belief. Every observation "(r,c). Around you, up leads to X, ..." (from any episode, or from the CoD hint)
 fixes the type of the four neighbours of (r, c) (wall, path or goal) and marks (r, c) visited. Cells never
@@ -6,9 +7,9 @@ observed are unknown; the grid size is not assumed.
 
 Planners (``planner=``):
 
-* ``"frontier"`` (default; A.6): optimistic planning with unknown cells treated as open. If the goal has
-  been seen, follow a shortest path to it through known-open and unknown cells (unknown cells are bounded
-  to one ring around the known region); otherwise walk a shortest path through known-open cells to the
+* ``"frontier"`` (default; codjax's choice): optimistic planning with unknown cells treated as open. If the
+  goal has been seen, follow a shortest path to it through known-open and unknown cells (unknown cells are
+  bounded to one ring around the known region); otherwise walk a shortest path through known-open cells to the
   nearest unknown cell (nearest-frontier exploration). Ties go to the first move in up, down, left, right
   order. Neighbours are always observed, so an optimistic step never bumps a wall: a wrong guess about an
   unknown cell only costs a detour after replanning.

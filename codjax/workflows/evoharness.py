@@ -1,4 +1,5 @@
-"""The trainer's ``evoharness`` workflow: EvoHarness-RL's cost-aware GRPO with the BPE harness (orbit_evo.md B).
+"""The trainer's ``evoharness`` workflow: EvoHarness-RL's cost-aware GRPO with the BPE harness
+(arXiv 2608.05446; docs/methods/evoharness.md).
 
 * config: the ``evoharness`` block of an experiment (``evoharness_config``; fields of
   ``codjax.agents.evoharness.HarnessSettings``), environments with the household command interface
@@ -15,7 +16,7 @@
   or LLM consolidator, B.4) and saved; ``harness/bank_log.jsonl`` gets one line of bank statistics per step.
 * state: the bank is part of the trainer checkpoint (``state_dict`` / ``load_state_dict``), so a resumed run
   continues with the bank and the annealing schedule of its checkpoint step.
-* summarize / table / compare / metrics: ``codjax.eval.evoharness_eval``.
+* summarize / table / compare / metrics: ``codjax.workflows.evoharness_summary``.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ import ml_collections
 import numpy as np
 
 from codjax.agents.evoharness import HarnessSettings, HarnessTrajectory, run_evoharness, settings_from_config
-from codjax.eval import evoharness_eval
 from codjax.rl.advantages import grpo_advantages
-from codjax.train.workflow_registry import register_workflow
+from codjax.workflows import evoharness_summary
+from codjax.workflows.registry import register_workflow
 
 
 def evoharness_config(**overrides) -> ml_collections.ConfigDict:
@@ -116,16 +117,16 @@ class EvoHarnessWorkflowSpec:
     return [ep for r in traj.runs if r.won for ep in r.turns]
 
   def metrics(self, trajs) -> dict:
-    return evoharness_eval.step_metrics(trajs)
+    return evoharness_summary.step_metrics(trajs)
 
   def summarize(self, trajs) -> dict:
-    return evoharness_eval.summarize(trajs)
+    return evoharness_summary.summarize(trajs)
 
   def table(self, results: dict) -> str:
-    return evoharness_eval.format_table(results)
+    return evoharness_summary.format_table(results)
 
   def compare(self, before: dict, after: dict) -> dict:
-    return evoharness_eval.compare(before, after)
+    return evoharness_summary.compare(before, after)
 
   # -- the shared bank (trainer hooks) ----------------------------------------------------------------------
   def prepare(self, cfg) -> None:
@@ -246,8 +247,8 @@ def seed_bank(cfg, num_packs: int):
   from codjax.agents.episode import PolicyBackend
   from codjax.agents.harness.experience import ExperienceBank
   from codjax.envs.base import derive_seed
-  from codjax.train.data import PackSampler, env_specs
-  from codjax.train.sft import configured_teacher
+  from codjax.workflows.packs import PackSampler, env_specs
+  from codjax.workflows.scripted import configured_teacher
 
   bank = ExperienceBank()
   specs = env_specs(cfg.data.envs)

@@ -1,5 +1,5 @@
 """ORBIT evaluation metrics over multi-episode trajectories (ORBIT paper sections 2, 3.1 and 4.4 with Tables 2
-and 4; orbit_evo.md A.2 "Metrics logged" and A.7).
+and 4; docs/methods/orbit.md).
 
 Input: N trajectories (one task instance each) of T episodes, as a success matrix ``S[n, e]`` in {0, 1}.
 Ragged input is allowed: episodes beyond T are ignored, missing episodes count as failures (ORBIT counts an

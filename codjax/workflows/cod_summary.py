@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from codjax.agents.cod import CodSettings, CodTrajectory, Pack, run_cod
-from codjax.eval.stats import mean_se as _mean_se  # (mean, s.e.) of a 1-D sample: two floats
+from codjax.workflows.stats import mean_se as _mean_se  # (mean, s.e.) of a 1-D sample: two floats
 
 
 def summarize(trajs: Sequence[CodTrajectory]) -> dict:

@@ -1,4 +1,5 @@
-"""The trainer's ``orbit`` workflow: ORBIT's multi-episode meta-RL (ORBIT paper Sec. 3; orbit_evo.md A.2, A.4, A.5).
+"""The trainer's ``orbit`` workflow: ORBIT's multi-episode meta-RL (ORBIT paper, arXiv
+2602.04089, Sec. 3; docs/methods/orbit.md).
 
 * config: the ``orbit`` block of an experiment (``orbit_config``; fields of ``codjax.agents.orbit.OrbitSettings``).
 * rollout: ``codjax.agents.orbit.run_orbit`` over the trainer's packs; a pack of size T (``data.pack_size``,
@@ -11,7 +12,7 @@
   loss aggregation (``seq-mean-token-mean`` in ORBIT's configs) is the loss config's business.
 * metrics: Ep1..EpT success per environment and overall, the success count, episodes played, overflows,
   format errors and token counts of one training step.
-* summarize / table / compare: ``codjax.eval.orbit_eval`` (evaluation and the oracle's regret live in ``eval/``).
+* summarize / table / compare: ``codjax.workflows.orbit_summary`` (evaluation and the oracle's regret live in ``eval/``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ import ml_collections
 import numpy as np
 
 from codjax.agents.orbit import OrbitSettings, OrbitTrajectory, run_orbit, settings_from_config
-from codjax.eval import orbit_eval, orbit_metrics
 from codjax.rl.advantages import grpo_advantages
-from codjax.train.workflow_registry import register_workflow
+from codjax.workflows import orbit_metrics, orbit_summary
+from codjax.workflows.registry import register_workflow
 
 
 def orbit_config(**overrides) -> ml_collections.ConfigDict:
@@ -33,7 +34,7 @@ def orbit_config(**overrides) -> ml_collections.ConfigDict:
 
 
 def set_orbit_loss(algorithm: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """Sets an experiment's ``algorithm`` block to ORBIT's loss (paper Sec. 3.2 and 4.2; orbit_evo.md A.4; cited
+  """Sets an experiment's ``algorithm`` block to ORBIT's loss (paper Sec. 3.2 and 4.2; docs/methods/orbit.md; cited
   field by field in experiments/orbit_qwen3_8b.py): GRPO on the success count with verl's std normalisation,
   PPO-style clipped surrogate with the asymmetric clip (0.2, 0.28) and verl's dual clip 3, seq-mean-token-mean
   aggregation, no RED-Weight, no KL, no entropy term. Returns the block."""
@@ -81,30 +82,30 @@ class OrbitWorkflowSpec:
     for t in trajs:
       by_env.setdefault(t.pack.env_name, []).append(t)
     for env, ts in by_env.items():
-      s = orbit_eval.success_matrix(ts)
+      s = orbit_summary.success_matrix(ts)
       for k, p in enumerate(orbit_metrics.per_episode_success(s), start=1):
         m[f"orbit/{env}/ep{k}_success"] = float(p)
       m[f"orbit/{env}/success_count"] = float(np.mean([t.success_count for t in ts]))
       m[f"orbit/{env}/num_episodes"] = float(np.mean([len(t.games) for t in ts]))
     if len({t.num_episodes for t in trajs}) == 1:
-      s = orbit_eval.success_matrix(trajs)
+      s = orbit_summary.success_matrix(trajs)
       for k, p in enumerate(orbit_metrics.per_episode_success(s), start=1):
         m[f"episode_{k}/success_rate"] = float(p)
       m["episode/success_count"] = orbit_metrics.success_count(s)
       m["episode/success_rate"] = orbit_metrics.any_success_rate(s)
-    m.update(orbit_eval.outcome_metrics(trajs))
-    m.update(orbit_eval.token_metrics(trajs))
+    m.update(orbit_summary.outcome_metrics(trajs))
+    m.update(orbit_summary.token_metrics(trajs))
     return m
 
   def summarize(self, trajs) -> dict:
-    return orbit_eval.summarize(trajs)
+    return orbit_summary.summarize(trajs)
 
   def table(self, results: dict) -> str:
-    return orbit_eval.format_table(results)
+    return orbit_summary.format_table(results)
 
   def compare(self, before: dict, after: dict) -> dict:
     """Paired change of the success count (and per episode) between two evaluations of the same instances."""
-    return orbit_eval.compare(before, after)
+    return orbit_summary.compare(before, after)
 
 
 register_workflow(OrbitWorkflowSpec())

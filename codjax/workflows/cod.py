@@ -1,7 +1,7 @@
 """The trainer's ``cod`` workflow: CoD-Train (paper Sec. 3) over ``codjax.agents.cod.run_cod``.
 
 Scores are the CoD episode advantages (``algorithm.advantage = "cod"``) or GRPO over the repeats of a pack;
-evaluation summaries and tables are ``codjax.eval.cod_eval``'s.
+evaluation summaries and tables are ``codjax.workflows.cod_summary``'s.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from codjax.agents.cod import CodSettings, CodTrajectory, run_cod
-from codjax.eval.cod_eval import compare, format_table, summarize as cod_summarize
-from codjax.train.credit import cod_episode_scores, grpo_episode_scores
-from codjax.train.workflow_registry import register_workflow
+from codjax.workflows.cod_summary import compare, format_table, summarize as cod_summarize
+from codjax.workflows.credit import cod_episode_scores, grpo_episode_scores
+from codjax.workflows.registry import register_workflow
 
 
 def cod_settings(cfg) -> CodSettings:

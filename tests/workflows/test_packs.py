@@ -1,4 +1,4 @@
-"""The training pack stream (``codjax.train.data.PackSampler``): each environment walks its training rows in a
+"""The training pack stream (``codjax.workflows.packs.PackSampler``): each environment walks its training rows in a
 fresh permutation per epoch, seeded by (seed, environment, epoch), and a restored sampler continues the stream."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import numpy as np
 from codjax.envs.base import derive_seed
 from codjax.envs.datasets import seed_splits
 from codjax.train.config import env_entry
-from codjax.train.data import PackSampler, env_specs
+from codjax.workflows.packs import PackSampler, env_specs
 
 # labels sort as the specs' order: env 0 is frozenlake, env 1 maze
 ENVS = {"a": env_entry("frozenlake_obscure", "tiny", 1.0), "b": env_entry("maze", proportion=2.0)}

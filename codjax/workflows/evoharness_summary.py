@@ -1,6 +1,7 @@
-"""Evaluation of EvoHarness trajectories (orbit_evo.md B.6: the paper's ALFWorld table layout, harness calls).
+"""Evaluation of EvoHarness trajectories (EvoHarness-RL, arXiv 2608.05446:
+the paper's ALFWorld table layout, harness calls; docs/methods/evoharness.md).
 
-* ``summarize``: success over tasks with its standard error (``codjax.eval.stats.mean_se`` over trajectories'
+* ``summarize``: success over tasks with its standard error (``codjax.workflows.stats.mean_se`` over trajectories'
   tasks), success per task family in the paper's column order (Pick, Look, Clean, Heat, Cool, Pick2, Avg; Avg
   is the mean over tasks, as the paper's), success per pack position (packs of several tasks), harness calls
   per task (episode) in total and by verb with each verb's share, turns, environment steps, invalid turns,
@@ -15,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from codjax.agents.harness.actions import META_VERBS as VERBS
-from codjax.eval.stats import mean_se
+from codjax.workflows.stats import mean_se
 
 #: ALFWorld task families in the paper's table order, with its column names (B.6)
 FAMILY_COLUMNS = (("pick_and_place_simple", "Pick"), ("look_at_obj_in_light", "Look"),

@@ -1,9 +1,10 @@
-"""Evaluation of ORBIT multi-episode trajectories (ORBIT paper Sec. 3-4, Tables 2 and 4; orbit_evo.md A.2, A.5).
+"""Evaluation of ORBIT multi-episode trajectories (ORBIT paper Sec. 3-4, Tables 2 and 4;
+docs/methods/orbit.md).
 
-* ``summarize``: per-episode success Ep1..EpT with standard errors (``codjax.eval.stats.mean_se`` over the N
+* ``summarize``: per-episode success Ep1..EpT with standard errors (``codjax.workflows.stats.mean_se`` over the N
   trajectories), the in-context gain EpT - Ep1 paired over instances, the success count and its s.e.,
   in-context regret with J* = 1 and the exploration metric of the paper's Table 4
-  (``codjax.eval.orbit_metrics``), outcome and token counts, and, for the games with an oracle (paper App. C:
+  (``codjax.workflows.orbit_metrics``), outcome and token counts, and, for the games with an oracle (paper App. C:
   Maze and Mastermind), the oracle's per-episode success on the very same instances and the regret against it.
 * ``oracle_success``: that oracle curve: the environment's scripted expert replayed through
   ``codjax.agents.orbit.run_orbit`` on the trajectories' own packs.
@@ -19,8 +20,8 @@ import numpy as np
 
 from codjax.agents.episode import PolicyBackend
 from codjax.agents.orbit import OrbitSettings, OrbitTrajectory, run_orbit
-from codjax.eval import orbit_metrics
-from codjax.eval.stats import mean_se
+from codjax.workflows import orbit_metrics
+from codjax.workflows.stats import mean_se
 
 #: games whose scripted player is an oracle (paper Appendix C), used for the regret against the oracle
 ORACLE_GAMES = ("maze", "mastermind")

@@ -11,7 +11,7 @@ and reports metrics:
   to_record(traj) -> dict; from_record(rec, pack, cfg)     (JSON record of one trajectory: resumable evaluation)
 
 A workflow module registers itself here at import (``register_workflow(Spec())``) and imports nothing but this
-module of the trainer's workflow machinery; ``codjax.train.workflows`` imports every known workflow module, so
+module of the trainer's workflow machinery; ``codjax.workflows`` imports every known workflow module, so
 looking a name up through it always sees all of them.
 """
 

@@ -1,9 +1,9 @@
-"""codjax.eval.orbit_eval.compare: the paired change of an ORBIT evaluation (the trainer's eval/rl_effect.json)."""
+"""codjax.workflows.orbit_summary.compare: the paired change of an ORBIT evaluation (the trainer's eval/rl_effect.json)."""
 
 import numpy as np
 import pytest
 
-from codjax.eval.orbit_eval import compare
+from codjax.workflows.orbit_summary import compare
 
 
 def test_compare_pairs_instances():
@@ -28,7 +28,7 @@ def test_compare_refuses_unpaired_or_old_summaries():
 
 
 def test_table_shows_exploration_under_failure():
-  from codjax.eval.orbit_eval import format_table
+  from codjax.workflows.orbit_summary import format_table
 
   row = {"episodes": 3, "episode_success": [0.25, 0.5, 0.75], "episode_success_se": [0.1, 0.1, 0.1],
          "episode/success_count": 1.5, "success_count_se": 0.2, "regret/ep3": 1.5,

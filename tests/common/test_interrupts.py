@@ -1,4 +1,4 @@
-"""codjax.train.interrupts: a SIGTERM whose KeyboardInterrupt Python drops (raised inside a finalizer or a gc
+"""codjax.common.interrupts: a SIGTERM whose KeyboardInterrupt Python drops (raised inside a finalizer or a gc
 callback) is remembered, and ``check()`` raises it at the loops' safe points; a plain SIGTERM still raises at
 once."""
 
@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from codjax.train import interrupts
+from codjax.common import interrupts
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")

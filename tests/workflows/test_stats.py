@@ -1,11 +1,11 @@
-"""``codjax.eval.stats.mean_se`` against hand-computed values."""
+"""``codjax.workflows.stats.mean_se`` against hand-computed values."""
 
 import math
 
 import numpy as np
 import pytest
 
-from codjax.eval.stats import mean_se
+from codjax.workflows.stats import mean_se
 
 
 def test_mean_se_of_a_vector_by_hand():

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from codjax.eval import orbit_metrics as om
+from codjax.workflows import orbit_metrics as om
 
 
 def _s():

@@ -1,4 +1,4 @@
-"""codjax.train.credit: per-episode scores of rolled-out trajectories, against values worked out by hand.
+"""codjax.workflows.credit: per-episode scores of rolled-out trajectories, against values worked out by hand.
 
 CoD credit (paper App. A): solve j of a rollout gets the mean of its rewards-to-go (r_j, ..., r_{S-1}), the
 update after task k the mean of (h_k, r_{k+1}, ..., r_{S-1}); the advantage subtracts the mean over the G
@@ -15,7 +15,7 @@ import pytest
 
 from codjax.agents.cod import CodTrajectory, Pack
 from codjax.agents.episode import Episode
-from codjax.train.credit import apply_red, cod_episode_scores, grpo_episode_scores
+from codjax.workflows.credit import apply_red, cod_episode_scores, grpo_episode_scores
 
 
 def _traj(pack_id, repeat_id, task_rewards, hint_rewards=None):
