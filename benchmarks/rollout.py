@@ -491,6 +491,15 @@ HEADER = ("config", "engine", "wall s", "CPU s", "gen tokens", "prefill tokens",
           "greedy = jax")
 
 
+TORCH_ENGINES = ("hf",)  # the peers that run torch in this process (vLLM runs in a child process)
+
+
+def torch_needed(engines) -> bool:
+  """Whether ``engines`` include a torch peer: only then is torch imported, so that the JAX engines run on a
+  machine without torch."""
+  return any(e in TORCH_ENGINES for e in engines)
+
+
 def main(argv):
   del argv
   threads = pin_threads(_THREADS.value)
@@ -502,7 +511,8 @@ def main(argv):
   for e in _ENGINES.value:
     if e not in ENGINES:
       raise ValueError(f"unknown engine {e!r}; known: {ENGINES}")
-  set_torch_threads(threads)  # before torch runs anything (it cannot be changed afterwards)
+  if torch_needed(_ENGINES.value):  # before torch runs anything (it cannot be changed afterwards)
+    set_torch_threads(threads)
   ckpt_dir = _CKPT_DIR.value or tempfile.mkdtemp(prefix="codjax_rollout_bench_")
   print(f"{ENV} CoD packs: {_PACKS.value} packs x G={_REPEATS.value} x S={_PACK_SIZE.value}, max_tokens "
         f"{_MAX_TOKENS.value}, T={TEMPERATURE}, {threads} threads, {_ROUNDS.value} rounds; host allocator "

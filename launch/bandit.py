@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 
-from absl import app
 from absl import flags
 import jax
 import jax.numpy as jnp
@@ -23,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after selecting the backend)
 import numpy as np  # noqa: E402
 
+from codjax.common import cli  # noqa: E402
 from codjax.rl import bandit  # noqa: E402
 
 _OUT_DIR = flags.DEFINE_string("out_dir", "runs/bandit", "Where the PNG figures go.")
@@ -133,4 +133,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -28,6 +28,7 @@ import time
 
 from absl import app
 from absl import flags
+from codjax.common import cli
 from codjax.agents.episode import PolicyBackend
 from codjax.common.metrics import Progress
 from codjax.envs.experts import make_policy
@@ -118,4 +119,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

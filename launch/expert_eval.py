@@ -21,12 +21,12 @@ from __future__ import annotations
 import json
 import time
 
-from absl import app
 from absl import flags
 import ml_collections
 from ml_collections import config_flags
 import numpy as np
 
+from codjax.common import cli
 from codjax.agents.cod import run_text_packs
 from codjax.common.metrics import Progress
 from codjax.envs import derive_seed, make
@@ -106,4 +106,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

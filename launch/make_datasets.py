@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import os
 
-from absl import app
 from absl import flags
 
+from codjax.common import cli
 from codjax.envs.datasets import seed_splits
 
 _OUT_DIR = flags.DEFINE_string("out_dir", "data/cod", "Output directory.")
@@ -38,4 +38,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

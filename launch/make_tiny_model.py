@@ -10,8 +10,9 @@ and vLLM load.
 248,320-row vocabulary and hidden size 64 unless ``--hidden_size`` says otherwise; the BPE flags do not apply.
 """
 
-from absl import app, flags
+from absl import flags
 
+from codjax.common import cli
 from codjax.models.tiny import TOKENIZERS, corpus_from_files, make_tiny_checkpoint
 
 FLAGS = flags.DEFINE_string("out", None, "output directory", required=True)
@@ -48,4 +49,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

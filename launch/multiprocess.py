@@ -15,6 +15,7 @@ import sys
 
 from absl import app, flags
 
+from codjax.common import cli
 from codjax.parallel.local_cluster import run_local
 
 _N = flags.DEFINE_integer("num_processes", 2, "processes to start")
@@ -37,4 +38,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

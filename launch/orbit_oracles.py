@@ -27,11 +27,11 @@ from __future__ import annotations
 import json
 import time
 
-from absl import app
 from absl import flags
 import ml_collections
 from ml_collections import config_flags
 
+from codjax.common import cli
 from codjax.agents.cod import Pack
 from codjax.agents.episode import PolicyBackend
 from codjax.agents.orbit import OrbitSettings, run_orbit
@@ -139,4 +139,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -14,10 +14,17 @@ state for the Gated DeltaNet layers.
 No device, checkpoint or accelerator is needed: the mesh is an AbstractMesh of the config's sizes (``--devices``
 fills a -1 axis), and the architecture comes from ``--model_preset``, the checkpoint's config.json when
 ``model.path`` exists, or the config's preset / ``model.arch``.
+
+The exit status is 0 when the plan fits ``--device_memory_gib``, 1 when it does not (a script or CI step can
+gate a launch on it), 2 for bad input.
 """
 
-from absl import app, flags
+import sys
+
+from absl import flags
 from ml_collections import config_flags
+
+from codjax.common import cli
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment config file", lock_config=True)
 _DEVICES = flags.DEFINE_integer("devices", None, "device count for a -1 mesh axis (default: this machine's)")
@@ -29,15 +36,19 @@ _ROWS = flags.DEFINE_integer("rows", None, "rows of one step's batch before padd
 def main(argv):
   del argv
   from codjax.train.config import validate
-  from codjax.train.memory_plan import format_plan, plan
+  from codjax.train.memory_plan import GIB, format_plan, plan
 
   cfg = validate(_CONFIG.value)
   p = plan(cfg, devices=_DEVICES.value, model_preset=_PRESET.value, rows=_ROWS.value,
            device_memory_gib=_MEMORY.value)
   print(f"codjax memory plan: {cfg.name}")
-  print(format_plan(p, _MEMORY.value))
+  print(format_plan(p, _MEMORY.value), flush=True)
+  if p.total > _MEMORY.value * GIB:
+    print(f"plan_memory.py: {cfg.name} does not fit {_MEMORY.value:g} GiB per device (needs "
+          f"{p.total / GIB:.2f} GiB); change the mesh, the batch or the context lengths", file=sys.stderr)
+    sys.exit(1)
 
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["config"])
-  app.run(main)
+  cli.run(main)

@@ -19,18 +19,21 @@ fails over from them on its own).
 The trainer must sync weights into the servers (``update_weights``), so they should load the checkpoint the
 trainer starts from (or one of the same architecture) and have a ``--max_model_len`` of at least
 ``rollout.max_prompt_tokens + rollout.max_response_tokens + 1``. With ``--host=0.0.0.0`` the printed URLs name
-``--advertise_host`` (default: this machine's host name) so other hosts can reach them.
+``--advertise_host`` (default: this machine's host name) so other hosts can reach them. A ``--max_model_len``
+above the checkpoint's ``max_position_embeddings`` is refused before any server starts (vLLM would refuse it
+in each server; ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` lets it through, as in vLLM).
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
 
 from absl import app, flags
 
-from codjax.common import interrupts
+from codjax.common import cli, interrupts
 
 _MODEL = flags.DEFINE_string("model_path", None, "HF checkpoint directory or hub id the servers load", required=True)
 _NUM = flags.DEFINE_integer("num_servers", 1, "servers to start")
@@ -59,6 +62,26 @@ def advertised(url: str, host: str, advertise: str) -> str:
   return url.replace(f"//{host}:", f"//{name}:", 1) if name else url
 
 
+def check_max_model_len(model_path: str, max_model_len: int | None) -> None:
+  """Refuses a ``max_model_len`` above a local checkpoint's ``max_position_embeddings`` (a hub id is not
+  read: vLLM checks it when it loads)."""
+  if max_model_len is None:
+    return
+  if max_model_len < 1:
+    raise ValueError(f"--max_model_len must be >= 1, got {max_model_len}")
+  if os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "") not in ("", "0"):
+    return
+  if not os.path.isfile(os.path.join(model_path, "config.json")):
+    return
+  from codjax.models.config import config_from_pretrained_dir
+
+  limit = int(config_from_pretrained_dir(model_path).max_position_embeddings)
+  if max_model_len > limit:
+    raise ValueError(f"--max_model_len={max_model_len} exceeds the model's max_position_embeddings ({limit}, "
+                     f"{os.path.join(model_path, 'config.json')}): use --max_model_len={limit} or less (or "
+                     "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to go past it at vLLM's risk)")
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -66,6 +89,7 @@ def main(argv):
     raise app.UsageError("--num_servers must be >= 1")
   if _CHECK.value <= 0:
     raise app.UsageError("--check_every_s must be > 0")
+  check_max_model_len(_MODEL.value, _MAX_LEN.value)
   interrupts.install()  # stop the servers on a scheduler's stop too
   from codjax.rollout.fleet import FleetEngine
   from codjax.rollout.weight_sync import make_transport
@@ -105,4 +129,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

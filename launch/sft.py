@@ -1,7 +1,8 @@
-"""SFT warm start only: ``python launch/sft.py --config=experiments/<name>.py [--out=DIR]``.
+"""SFT warm start only: ``python launch/sft.py --config=experiments/<name>.py [--out=DIR] [--smoke]``.
 
 Builds expert transcripts through the CoD workflow (so the format is exactly what the policy later
-produces), trains with the SFT loss for ``config.sft.steps`` steps and writes an HF checkpoint.
+produces), trains with the SFT loss for ``config.sft.steps`` steps and writes an HF checkpoint. ``--smoke``: a few
+steps on a few packs, written to ``<run_dir>_smoke/sft_model`` (``codjax.train.smoke``).
 """
 
 import os
@@ -9,10 +10,12 @@ import os
 from absl import app, flags
 from ml_collections import config_flags
 
+from codjax.common import cli
 from codjax.train import host_allocator
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment config file", lock_config=True)
 _OUT = flags.DEFINE_string("out", "", "output HF directory (default: <run_dir>/sft_model)")
+_SMOKE = flags.DEFINE_boolean("smoke", False, "a few SFT steps on a few packs, in <run_dir>_smoke: codjax.train.smoke")
 _HOST_ALLOCATOR = host_allocator.define_flag()
 
 
@@ -33,7 +36,12 @@ def main(argv):
   from codjax.train.sft import run_sft
   from codjax.workflows.packs import env_specs
 
-  cfg = validate(_CONFIG.value)
+  cfg = _CONFIG.value
+  if _SMOKE.value:
+    from codjax.train.smoke import apply_smoke
+
+    apply_smoke(cfg)
+  cfg = validate(cfg)
   if cfg.sft.steps <= 0:
     raise app.UsageError("config.sft.steps must be > 0")
   maybe_initialize_distributed()
@@ -48,4 +56,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["config"])
-  app.run(main)
+  cli.run(main)

@@ -158,3 +158,110 @@ def dropped_sigterm():
   finally:
     signal.signal(signal.SIGTERM, old)
     interrupts.reset()
+
+
+# The suite cannot pass by skipping: a test that skips or xfails (at collection or run time) fails the run, and
+# a run of the whole suite that collects fewer tests than COLLECTED_FLOOR_FILE records fails too (tests lost by
+# accident: a file deleted or renamed out of test_*.py, a shorter parametrization). The floor is raised by hand
+# when tests are added.
+
+COLLECTED_FLOOR_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "collected_floor.txt")
+# options that leave part of the collected suite out: a run with any of them is a subset (no floor check)
+SUBSET_OPTIONS = {"keyword": "-k", "markexpr": "-m", "deselect": "--deselect", "ignore": "--ignore",
+                  "ignore_glob": "--ignore-glob", "lf": "--last-failed", "stepwise": "--stepwise",
+                  "stepwise_skip": "--stepwise-skip"}
+
+
+def read_collected_floor(path: str = COLLECTED_FLOOR_FILE) -> int:
+  """The least number of tests the whole suite collects: the one integer in ``path`` (``#`` lines comment)."""
+  try:
+    with open(path) as f:
+      values = [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
+  except OSError as e:
+    raise pytest.UsageError(f"{path}: cannot read the collected-test floor ({e.strerror})") from None
+  if len(values) != 1 or not values[0].isdigit():
+    raise pytest.UsageError(f"{path}: expected one non-negative integer (the least number of tests the whole "
+                            f"suite collects), found {values!r}")
+  return int(values[0])
+
+
+def whole_suite_reason(config) -> str | None:
+  """None when this run collects the whole suite, else why it is a subset. Whole: the paths given are exactly
+  the ini's ``testpaths`` (given by hand or, with no arguments, by pytest itself; node ids like ``f.py::t``
+  are a subset) and none of ``SUBSET_OPTIONS`` is set."""
+  import glob
+  from pathlib import Path
+
+  for name, flag in SUBSET_OPTIONS.items():
+    if getattr(config.option, name, None):
+      return flag
+  root = config.rootpath
+  testpaths = {Path(p).resolve() for pattern in config.getini("testpaths")
+               for p in sorted(glob.glob(str(root / pattern), recursive=True))}
+  given = {(config.invocation_params.dir / arg).resolve() for arg in config.args}
+  if not testpaths or given != testpaths:
+    return "paths " + " ".join(config.args)
+  return None
+
+
+def describe_report(report) -> str:
+  """``nodeid: reason`` of a skipped (at collection or run time), xfailed or xpassed report."""
+  if hasattr(report, "wasxfail"):
+    kind = "xfailed" if report.skipped else "xpassed"
+    return f"{report.nodeid or '<session>'}: {kind} ({report.wasxfail or 'no reason given'})"
+  longrepr = report.longrepr
+  reason = longrepr[2] if isinstance(longrepr, (tuple, list)) and len(longrepr) == 3 else str(longrepr)
+  return f"{report.nodeid or '<session>'}: skipped ({reason.removeprefix('Skipped: ')})"
+
+
+class NoSkips:
+  """Fails the run on any skipped, xfailed or xpassed test and, on a whole-suite run, on fewer collected tests
+  than the floor. Registered on the process that reports the run (the xdist controller, or the only process
+  with ``-n 0``): reports reach it from every worker."""
+
+  def __init__(self, floor: int | None):
+    self.floor = floor  # None: a subset run, no floor check
+    self.not_run: list[str] = []
+    self.collected: int | None = None
+
+  def pytest_collectreport(self, report):
+    if report.skipped:
+      self.not_run.append(describe_report(report))
+
+  def pytest_runtest_logreport(self, report):
+    if report.skipped or (report.passed and report.when == "call" and hasattr(report, "wasxfail")):
+      self.not_run.append(describe_report(report))
+
+  def problems(self) -> list[str]:
+    out = []
+    if self.not_run:
+      out.append(f"{len(self.not_run)} test(s) skipped or xfailed; this suite allows neither (a missing "
+                 "dependency must fail, not skip):")
+      out += ["  " + line for line in self.not_run]
+    if self.floor is not None and self.collected is not None and self.collected < self.floor:
+      out.append(f"the whole suite collected {self.collected} tests, fewer than the floor of {self.floor} in "
+                 f"{os.path.relpath(COLLECTED_FLOOR_FILE)}: tests were lost (a file deleted or renamed out of "
+                 "test_*.py, a test renamed, a shorter parametrization); lower the floor only when removing tests on purpose")
+    return out
+
+  def pytest_sessionfinish(self, session):
+    self.collected = session.testscollected
+    if self.problems() and session.exitstatus == pytest.ExitCode.OK:
+      session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a non-zero status (e.g. 5, no tests) is kept
+
+  def pytest_terminal_summary(self, terminalreporter):
+    problems = self.problems()
+    if problems:
+      terminalreporter.section("the suite does not pass by skipping", sep="=", red=True, bold=True)
+      for line in problems:
+        terminalreporter.line(line, red=True)
+    elif self.floor is not None and self.collected is not None and self.collected > self.floor:
+      terminalreporter.line(f"{self.collected} tests collected, above the floor of {self.floor}: raise it in "
+                            f"{os.path.relpath(COLLECTED_FLOOR_FILE)} to keep the new tests counted")
+
+
+def pytest_configure(config):
+  if hasattr(config, "workerinput"):  # an xdist worker: its controller reports the run
+    return
+  floor = read_collected_floor() if whole_suite_reason(config) is None else None
+  config.pluginmanager.register(NoSkips(floor), "codjax-no-skips")

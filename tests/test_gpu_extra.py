@@ -6,7 +6,7 @@ CUDA 13 (``cuda-toolkit`` 13, ``nvidia-*-cu13``), next to JAX's ``nvidia-*-cu12`
 in one environment. The slow test asks pip to resolve the core requirements plus the extra together
 (``pip install --dry-run --ignore-installed --report``: nothing is installed or cached, though pip reads each
 resolved wheel, ~3.5 GB in all, since the index here serves no PEP 658 metadata) and checks the resolved set.
-It needs the package index: when pip cannot reach it the test fails and says so.
+It needs the package index: when the index cannot be reached the test fails at once, in one line saying so.
 
 The requirements are read from setup.py with ``ast`` (the source of truth; an installed egg-info can be
 stale), without running it."""
@@ -125,6 +125,37 @@ def _pip_failed(what: str, cmd: list[str], out) -> None:
               f"{out.stderr[-4000:]}")
 
 
+DEFAULT_INDEX = "https://pypi.org/simple"
+
+
+def index_url() -> str:
+  """The package index pip uses here: ``PIP_INDEX_URL``, else an ``index-url`` of pip's configuration (the
+  install section's before the global one), else PyPI."""
+  if os.environ.get("PIP_INDEX_URL"):
+    return os.environ["PIP_INDEX_URL"].split()[0]
+  out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60)
+  found = dict(re.findall(r"^(\w+)\.index-url='([^']*)'$", out.stdout, re.M))
+  url = found.get("install") or found.get("global")
+  return url.split()[0] if url else DEFAULT_INDEX
+
+
+def require_index(url: str, timeout_s: float = 20.0) -> None:
+  """Fails the test, in one line, unless the index answers for pip's own project page: the resolution below
+  reads every resolved wheel from it, so this test cannot run offline."""
+  import urllib.error
+  import urllib.request
+
+  page = url.rstrip("/") + "/pip/"
+  try:
+    with urllib.request.urlopen(page, timeout=timeout_s) as r:
+      r.read(1)
+    return
+  except (urllib.error.URLError, OSError, ValueError) as e:
+    why = f"{type(e).__name__}: {getattr(e, 'reason', None) or e}"
+  pytest.fail(f"the package index {url} cannot be reached ({why}): this test resolves the gpu extra with pip "
+              "against the index (~3.5 GB of wheels read) and cannot run offline", pytrace=False)
+
+
 def _run(cmd: list[str], what: str, cwd, timeout: int):
   try:
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
@@ -155,6 +186,7 @@ def _resolve(requirements: list[str], tmp_path) -> dict:
 @pytest.mark.slow
 def test_gpu_extra_resolves_to_one_cuda_major(tmp_path):
   core, extras = setup_requirements()
+  require_index(index_url())
   report = _resolve(core + extras["gpu"], tmp_path)
   resolved = {_norm(i["metadata"]["name"]): i["metadata"]["version"] for i in report["install"]}
   requires = {_norm(i["metadata"]["name"]): i["metadata"].get("requires_dist", []) for i in report["install"]}

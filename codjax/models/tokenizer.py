@@ -42,7 +42,7 @@ DEFAULT_ISOLATE = r"\d|\n"
 
 def build_bpe_tokenizer(corpus: Iterable[str], vocab_size: int = 512, phrase_merges: bool = False,
                         isolate: str = ""):
-  """Trains a byte-level BPE (offline) and wraps it as a ``PreTrainedTokenizerFast`` with Qwen's chat
+  r"""Trains a byte-level BPE (offline) and wraps it as a ``PreTrainedTokenizerFast`` with Qwen's chat
   template, EOS ``<|im_end|>`` and pad ``<|endoftext|>``. Any text round-trips (byte-level alphabet).
 
   ``phrase_merges``: merges may span spaces (digits and newlines stay single pre-tokens, tokens are at most

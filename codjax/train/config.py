@@ -9,8 +9,10 @@ checks every field with a clear error (before any model is built), and the launc
              '' = dtype; keep float32 with lr ~1e-6, whose updates bfloat16 weights round away); remat;
              attention_impl; scan_layers (False: Python loop over layers, faster train steps on CPU);
              vocab_chunks (logprob chunking; 0 = ~16k entries per chunk); enable_thinking (Qwen3 chat template switch)
-             make_tiny: write a random tiny checkpoint to ``path`` first (CPU demos), with the ``tiny`` fields
-             (tiny.preset: tiny (Qwen3), tiny-hybrid or tiny-hybrid-moe (Qwen3.5/3.6), then field overrides)
+             make_tiny: start from a random tiny checkpoint (CPU demos) with the ``tiny`` fields (tiny.preset:
+             tiny (Qwen3), tiny-hybrid or tiny-hybrid-moe (Qwen3.5/3.6), then field overrides), generated once
+             per generating settings: path '' puts it in <parent of run_dir>/base_models/<name>-<hash>, a set
+             path is checked against what generated it (codjax.train.base_model)
   mesh       data / fsdp / tensor / expert axis sizes (-1 fills the rest; expert splits MoE expert weights and,
              like data and fsdp, the batch; a config block without it means expert=1)
   data       envs: {label: {name, preset, params, proportion}}; pack_size S; packing (cod | ralph_sample |
@@ -123,11 +125,12 @@ DEMO_TINY_SHAPE = dict(hidden_size=128, num_hidden_layers=3, num_attention_heads
 
 def tiny_demo_config(name: str, workflow: str = "cod") -> ml_collections.ConfigDict:
   """``base_config`` for a CPU demo that writes its own random tiny model: run directory ``runs/<name>``, the
-  tiny checkpoint and tokenizer in ``runs/<name>/base_model`` (``model.make_tiny``), seed 0."""
+  tiny checkpoint and tokenizer in ``runs/base_models/<name>-<hash of its generating settings>``
+  (``model.make_tiny`` with ``model.path`` empty; ``codjax.train.base_model``), seed 0."""
   c = base_config()
   c.name, c.workflow, c.seed = name, workflow, 0
   c.run_dir = f"runs/{name}"
-  c.model.path = f"runs/{name}/base_model"
+  c.model.path = ""
   c.model.make_tiny = True
   return c
 
@@ -287,8 +290,8 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   except ValueError as e:
     raise ConfigError(f"workflow {c.workflow!r}: {e}") from None
   m = c.model
-  _req(bool(m.path) != bool(m.preset) or (m.make_tiny and bool(m.path)),
-       "model: set exactly one of model.path (HF checkpoint dir) or model.preset (random init)")
+  _req(bool(m.path) != bool(m.preset) or m.make_tiny,
+       "model: set exactly one of model.path (HF checkpoint dir) or model.preset (random init), or model.make_tiny")
   _req(not m.preset or m.preset in ALL_PRESETS,
        f"model.preset must be one of {sorted(ALL_PRESETS)} (Qwen3 or Qwen3.5/3.6), got {m.preset!r}")
   _req(m.dtype in DTYPES, f"model.dtype must be one of {sorted(DTYPES)}, got {m.dtype!r}")
@@ -368,7 +371,8 @@ def validate(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
          f"rollout.fleet.servers must be http(s) URLs, got {fl.servers!r}")
     _req(fl.transport in FLEET_TRANSPORTS, f"rollout.fleet.transport must be one of {FLEET_TRANSPORTS}, got "
          f"{fl.transport!r}")
-    _req(fl.num_servers == 0 or bool(c.model.path), "rollout.fleet.num_servers needs model.path (the servers load it)")
+    _req(fl.num_servers == 0 or bool(c.model.path) or c.model.make_tiny,
+         "rollout.fleet.num_servers needs model.path (the servers load it)")
     devices = [d for d in str(fl.devices).split(",") if d.strip()]
     _req(not devices or len(devices) == fl.num_servers, f"rollout.fleet.devices names {len(devices)} devices for "
          f"{fl.num_servers} servers (one per server, or '' for none)")

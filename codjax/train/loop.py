@@ -83,38 +83,13 @@ def episodes_to_sequences(scored) -> tuple[list[TrainSequence], list]:
 
 
 def ensure_model_dir(cfg) -> str:
-  """Returns the HF directory to load; writes a random tiny checkpoint first when ``model.make_tiny``.
+  """Returns the HF directory to load: ``model.path``, or with ``model.make_tiny`` the random tiny checkpoint of
+  the config's generating settings, written first when absent (``codjax.train.base_model``: its directory, the
+  record of what generated it, the refusal of a model generated with other settings). Raises
+  ``BaseModelError`` (a ValueError naming ``model.path``) when the model is missing or is another one."""
+  from codjax.train.base_model import resolve_base_model
 
-  The tiny tokenizer is trained on scripted-expert transcripts of the configured environments, played
-  through the configured workflow (CoD packs, or ORBIT's multi-episode conversations), so the demo's
-  episodes are short in tokens. With several processes, process 0 writes it and the others wait."""
-  path = cfg.model.path
-  if cfg.model.make_tiny and multihost.is_primary() and not os.path.isfile(os.path.join(path, "config.json")):
-    from codjax.agents.cod import run_text_packs, text_packs
-    from codjax.agents.episode import PolicyBackend
-    from codjax.models.tiny import make_tiny_checkpoint
-    from codjax.workflows.scripted import configured_teacher
-
-    corpus = []
-    n, size = int(cfg.model.tiny.corpus_packs), int(cfg.data.pack_size)
-    for spec in env_specs(cfg.data.envs):
-      teacher = configured_teacher(cfg, spec.name)
-      if str(cfg.workflow) == "cod":
-        trajs = run_text_packs(teacher, spec.family, range(n), size, env_name=spec.name, seed=cfg.seed)
-      else:
-        packs = text_packs(spec.family, range(n), size, env_name=spec.name)
-        trajs = get_workflow(str(cfg.workflow)).rollout(PolicyBackend(teacher, cfg.seed), packs, 1, cfg)
-      for t in trajs:
-        for ep in t.episodes():
-          corpus += [f"{m['role']}\n{m['content']}" for m in ep.messages]  # role names as in the template
-    tiny = dict(cfg.model.tiny)
-    tiny.pop("corpus_packs")
-    vocab = tiny.pop("vocab_size")
-    make_tiny_checkpoint(path, corpus=corpus, vocab_size=vocab, seed=int(cfg.model.init_seed),
-                         model_preset=tiny.pop("preset", "tiny"), **tiny)
-  if cfg.model.make_tiny:
-    multihost.barrier("tiny_model")
-  return path
+  return resolve_base_model(cfg)
 
 
 def async_unsupported(cfg, workflow) -> str | None:
@@ -129,6 +104,17 @@ def async_unsupported(cfg, workflow) -> str | None:
     return ("data.lineages.dir: the lineage scheduler learns from each trained batch (observe), so the packs it "
             "draws would depend on how far the producer ran ahead")
   return None
+
+
+def run_config_record(cfg, model_path: str) -> dict:
+  """The run's ``config.json``: the config with ``model.path`` set to the model the run started from, and
+  ``base_model``: that path and, for a generated model, what generated it (``codjax.train.base_model``)."""
+  from codjax.train.base_model import read_record
+
+  out = json.loads(cfg.to_json_best_effort())
+  out["model"]["path"] = model_path
+  out["base_model"] = {"path": model_path, "generated_by": read_record(model_path) if cfg.model.make_tiny else None}
+  return out
 
 
 class RunDirInUse(ValueError):
@@ -148,30 +134,32 @@ class Trainer:
       # its first save (orbax refuses an existing step) after minutes of work
       raise RunDirInUse(f"run_dir {self.run_dir} already holds the checkpoints of a run (steps {steps}): pass "
                         "--resume (Trainer(..., resume=True)) to continue it, or choose another run_dir")
-    os.makedirs(self.run_dir, exist_ok=True)
-    if multihost.is_primary():  # run files: process 0 only (codjax.parallel.multihost)
-      with open(os.path.join(self.run_dir, "config.json"), "w") as f:
-        f.write(cfg.to_json_best_effort(indent=2))
     self.workflow = get_workflow(str(cfg.workflow))
     self.async_mode = str(cfg.rollout.mode) == "async"
     if self.async_mode and (why := async_unsupported(cfg, self.workflow)):
       raise ValueError(f"rollout.mode='async' is not supported with {why}; use rollout.mode='sync'")
+    m = cfg.model
+    # the model before the run directory: a missing model, or a generated one with other settings, is refused
+    # before anything is written there
+    self.model_path = model_path or (ensure_model_dir(cfg) if m.path or m.make_tiny else "")
+    if not self.model_path:
+      raise ValueError("training needs a tokenizer: set model.path to an HF directory, or model.make_tiny=True "
+                       "(model.preset alone only serves shape planning)")
+    self.base_model_path = self.model_path
+    os.makedirs(self.run_dir, exist_ok=True)
+    if multihost.is_primary():  # run files: process 0 only (codjax.parallel.multihost)
+      with open(os.path.join(self.run_dir, "config.json"), "w") as f:
+        json.dump(run_config_record(cfg, self.model_path), f, indent=2)
     if hasattr(self.workflow, "prepare"):  # workflow state the rollouts read (EvoHarness: the initial bank)
       if multihost.is_primary():
         self.workflow.prepare(cfg)
       multihost.barrier("workflow_prepare")
-    m = cfg.model
-    self.model_path = model_path or (ensure_model_dir(cfg) if m.path else "")
     over = model_compute_overrides(m)
     self.sft_stats = None
     if cfg.sft.steps > 0 and not model_path:
       self.model_path, self.sft_stats = self.warm_start(self.model_path, over)
-    if self.model_path:
-      self.tokenizer = load_tokenizer(self.model_path)
-      self.model = from_pretrained(self.model_path, dtype=m.dtype, mesh=self.mesh, **over)
-    else:
-      raise ValueError("training needs a tokenizer: set model.path to an HF directory (model.preset alone "
-                       "only serves shape planning)")
+    self.tokenizer = load_tokenizer(self.model_path)
+    self.model = from_pretrained(self.model_path, dtype=m.dtype, mesh=self.mesh, **over)
     # the frozen KL reference (kl_coef > 0 only): a copy of the model RL starts from, or ref_model_path
     self.reference = build_reference(cfg, self.model, self.mesh)
     self.optimizer = make_optimizer(optimizer_config(cfg.optim, cfg.total_steps))

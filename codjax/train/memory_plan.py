@@ -492,3 +492,159 @@ def format_plan(p: MemoryPlan, device_memory_gib: float) -> str:
   lines.append(f"device memory {device_memory_gib:g} GiB: {verdict}")
   lines += [f"note: {n}" for n in p.notes]
   return "\n".join(lines)
+
+
+# -- checking a plan against this machine before allocating ---------------------------------------------------
+#
+# The launchers compare the plan with the memory this process can use before they load a model (training:
+# ``check_training_memory``; launch/evaluate.py: ``check_evaluation_memory``) and refuse in one line naming
+# the settings to change, instead of being killed by the kernel (CPU) or failing deep in an allocation
+# (GPU). On CPU every device of the process shares the host's memory: the budget is the host's available
+# memory (``MemAvailable``) split over the local CPU devices; on an accelerator it is the first local device's
+# free memory as JAX reports it. ``CODJAX_MEMORY_GIB`` sets the budget per device instead (to plan for another
+# machine, or for tests); ``CODJAX_SKIP_MEMORY_CHECK=1`` (or launch/evaluate.py's ``--nomemory_check``) skips
+# the check, for a user who knows the plan overestimates their run.
+
+MEMORY_ENV = "CODJAX_MEMORY_GIB"
+# The JAX sampler's peak on CPU over its cache's bytes: a tiny Qwen3 at 32,001 positions grew by 3.3x its cache
+# per added slot with 600-token prompts (16 -> 64 slots), and to about 5x in an evaluation whose contexts reach
+# the full length (the cache, the window of active slots taken out of it, the updated cache written back).
+CPU_SAMPLER_FACTOR = 5
+SKIP_ENV = "CODJAX_SKIP_MEMORY_CHECK"
+
+
+class MemoryRefused(ValueError):
+  """The plan does not fit this machine (a ``ValueError``: the launchers report it in one line)."""
+
+
+def _host_available_bytes() -> int:
+  try:
+    with open("/proc/meminfo") as f:
+      for line in f:
+        if line.startswith("MemAvailable:"):
+          return int(line.split()[1]) * 1024
+  except OSError:
+    pass
+  return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def memory_budget() -> tuple[int, str]:
+  """Bytes one device of this process can use, and where the figure comes from (module comment above)."""
+  env = os.environ.get(MEMORY_ENV, "")
+  if env:
+    try:
+      gib = float(env)
+    except ValueError:
+      raise ValueError(f"{MEMORY_ENV}={env!r} must be a number of GiB per device") from None
+    return int(gib * GIB), f"{MEMORY_ENV}={env}"
+  devices = jax.local_devices()
+  if devices[0].platform == "cpu":
+    n = len(devices)
+    return _host_available_bytes() // n, (f"this host's available memory over its {n} CPU device(s)" if n > 1
+                                          else "this host's available memory")
+  stats = devices[0].memory_stats() or {}
+  if "bytes_limit" not in stats:
+    return 0, ""  # the platform does not say: nothing to check against
+  free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+  return free, f"{devices[0].device_kind} {devices[0].id}'s free memory"
+
+
+def _skip() -> bool:
+  return os.environ.get(SKIP_ENV, "") not in ("", "0")
+
+
+def _engine_slots(cfg, shards: int) -> int:
+  return -(-(int(cfg.rollout.max_slots) + 1) // shards) * shards
+
+
+def _context_fix(cfg) -> str:
+  r = cfg.rollout
+  return (f"the context (--config.rollout.max_prompt_tokens={int(r.max_prompt_tokens)}, "
+          f"--config.rollout.max_response_tokens={int(r.max_response_tokens)})")
+
+
+def _slots_that_fit(cfg, cache: int, other: int, budget: int, shards: int) -> int:
+  """The largest ``rollout.max_slots`` whose cache fits next to ``other`` bytes (the cache is linear in slots)."""
+  per_slot = cache / _engine_slots(cfg, shards)
+  slots = int((budget - other) // per_slot) if per_slot else 0
+  return max(0, slots // shards * shards - 1)
+
+
+def _refusal(what: str, rows: dict[str, int], budget: int, source: str, fix: str, override: str) -> MemoryRefused:
+  top = ", ".join(f"{k} {v / GIB:.2f}" for k, v in sorted(rows.items(), key=lambda kv: -kv[1])[:3])
+  return MemoryRefused(f"memory plan: {what} needs {sum(rows.values()) / GIB:.2f} GiB per device ({top}) but "
+                       f"{budget / GIB:.2f} GiB is available ({source}); {fix}, or {override} to run anyway")
+
+
+def evaluation_rows(cfg, mesh: dict[str, int], cpu: bool = False) -> dict[str, int]:
+  """Per-device bytes of evaluating ``cfg``'s checkpoint on the JAX sampler over ``mesh`` (axis sizes): the
+  parameters as loaded (``model.param_dtype``, '' = ``model.dtype``), the sampler's cast copy when it keeps
+  them in a narrower compute dtype, and its cache (``jax_engine_cache_bytes``); on CPU (``cpu``) the sampler's
+  working copies of the cache too (``CPU_SAMPLER_FACTOR`` - 1 times it). No optimizer, no train step."""
+  arch, _ = resolve_architecture(cfg)
+  amesh = abstract_mesh({ax: int(mesh.get(ax, 1)) for ax in MESH_AXES})
+  model = abstract_model(arch)
+  _, params = nnx.split(model, nnx.Param)
+  p_bytes = device_bytes(params, state_shardings(params, amesh, param_logical_axes(arch)))
+  rows = {"parameters": p_bytes}
+  p_size, c_size = np.dtype(DTYPES[arch.param_dtype]).itemsize, np.dtype(DTYPES[arch.dtype]).itemsize
+  if not isinstance(arch, Qwen35Config) and c_size < p_size:  # the sampler's compute-dtype copy (Qwen3)
+    rows["jax engine parameter copy"] = p_bytes * c_size // p_size
+  r = cfg.rollout
+  s_len = int(r.max_prompt_tokens) + int(r.max_response_tokens) + 1
+  cache = jax_engine_cache_bytes(arch, model, _engine_slots(cfg, batch_shards(amesh)), s_len, amesh)
+  rows.update(cache)
+  if cpu:
+    rows["jax engine working copies (CPU)"] = (CPU_SAMPLER_FACTOR - 1) * sum(cache.values())
+  return rows
+
+
+def check_evaluation_memory(cfg, mesh: dict[str, int], *, budget: tuple[int, str] | None = None) -> None:
+  """Raises ``MemoryRefused`` when evaluating ``cfg`` on the JAX sampler over ``mesh`` does not fit
+  ``budget`` (bytes per device, its source; default ``memory_budget()``). Call before loading the model."""
+  if _skip():
+    return
+  budget = budget or memory_budget()
+  if not budget[0]:
+    return
+  rows = evaluation_rows(cfg, mesh, cpu=jax.local_devices()[0].platform == "cpu")
+  if sum(rows.values()) <= budget[0]:
+    return
+  shards = mesh.get("data", 1) * mesh.get("fsdp", 1) * mesh.get("expert", 1)
+  cache = sum(v for k, v in rows.items() if k.startswith("jax engine") and "parameter" not in k)
+  fit = _slots_that_fit(cfg, cache, sum(rows.values()) - cache, budget[0], shards)
+  slots = f"--config.rollout.max_slots (now {int(cfg.rollout.max_slots)}" + (f"; {fit} fits)" if fit else ")")
+  raise _refusal("evaluation", rows, budget[0], budget[1], f"lower {slots} or {_context_fix(cfg)}",
+                 f"pass --nomemory_check or set {SKIP_ENV}=1")
+
+
+def check_training_memory(cfg, *, budget: tuple[int, str] | None = None) -> MemoryPlan | None:
+  """Raises ``MemoryRefused`` when ``cfg``'s training plan (``plan``) does not fit ``budget`` (bytes per device,
+  its source; default ``memory_budget()``); returns the plan, or None when nothing was checked (skipped, no
+  budget known, or a mesh this machine cannot build: the trainer's mesh refuses that itself). Call before the
+  trainer allocates anything."""
+  if _skip():
+    return None
+  from codjax.train.config import validate
+
+  cfg = validate(cfg)
+  sizes = [int(cfg.mesh[ax] if ax in ("data", "fsdp", "tensor") else cfg.mesh.get(ax, 1)) for ax in MESH_AXES]
+  n = jax.device_count()
+  if -1 not in sizes and math.prod(sizes) != n:
+    return None
+  budget = budget or memory_budget()
+  if not budget[0]:
+    return None
+  try:
+    p = plan(cfg, devices=n, device_memory_gib=budget[0] / GIB)
+  except ValueError as e:  # an architecture the plan cannot tell (a hub id): the trainer loads what it can
+    print(f"memory plan: not checked ({e})", flush=True)
+    return None
+  if p.total <= budget[0]:
+    return p
+  rows = {"parameters": p.params, "KL reference": p.reference, "gradients": p.grads, "optimizer state": p.optimizer,
+          "activations": sum(p.activations.values()), **p.engine}
+  rows = {k: v for k, v in rows.items() if v}
+  fix = (f"lower --config.rollout.max_slots, {_context_fix(cfg)}, --config.train.seq_len or the batch "
+         "(--config.train.num_microbatches splits it), or change the mesh (launch/plan_memory.py shows the rows)")
+  raise _refusal("training", rows, budget[0], budget[1], fix, f"set {SKIP_ENV}=1")

@@ -340,6 +340,9 @@ _json = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.floats(
 @given(key=st.sampled_from(sorted(sample_bank().to_json())), field=st.sampled_from(
   ["id", "title", "principle", "when_to_apply", "usage_count", "last_used", None]), value=_json)
 def test_from_json_rejects_damaged_banks_with_value_error(key, field, value):
+  # the undamaged bank loads, as itself: a from_json that refused everything would pass the rest
+  good = sample_bank().to_json()
+  assert good["general_skills"] and ExperienceBank.from_json(json.loads(json.dumps(good))).to_json() == good
   data = sample_bank().to_json()
   if field is None or key != "general_skills":
     data[key] = value

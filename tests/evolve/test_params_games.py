@@ -53,12 +53,25 @@ def test_hand_built_sequence_maps_to_exact_kwargs(game):
 def test_default_length_seeds_reproduce_orbit_defaults():
   """Seeds at the default length are the ORBIT games (minus the knobs an evolved game needs)."""
   maze = registry.get("maze")
-  for i in range(4):
+  all_walk = []
+  for i in range(8):
+    pairs = maze.seed_pairs(i)
     kw = maze.env_params(maze.seed_point(i, 0))
     assert (kw["min_path"], kw["max_path"], kw["max_turns"]) == (7, 8, 9)
     assert kw["shapes"] == ((6, 6), (7, 6), (7, 7), (6, 7))  # maze.SHAPES, in ORBIT's order
-    if kw["single_carve"] == 0.7 and kw["loops"] == 0:
-      assert maze.family(maze.seed_point(i, 11)).instance(11) == make("maze").instance(11)
+    branches, loops = sum(p.skill == "branch" for p in pairs), sum(p.skill == "loop" for p in pairs)
+    assert (kw["single_carve"], kw["loops"]) == (round(0.7 - 0.2 * branches, 6), loops), (i, pairs)
+    if branches == loops == 0:
+      all_walk.append(i)
+  # the seeds with walk skills only (those without a pair of the second commonest skill) are ORBIT's default
+  # maze exactly; a seed with a branch or loop pair is not
+  assert len(all_walk) >= 3, all_walk
+  for i in all_walk:
+    assert maze.family(maze.seed_point(i, 11)).instance(11) == make("maze").instance(11), i
+  walk = point("maze", [("square", "walk"), ("oblong", "walk")] * 2, seed=11)
+  assert maze.family(walk).instance(11) == make("maze").instance(11)
+  branch = point("maze", [("square", "branch"), ("oblong", "walk")] * 2, seed=11)
+  assert [maze.family(branch).instance(s) for s in range(11, 14)] != [make("maze").instance(s) for s in range(11, 14)]
   mm = registry.get("mastermind")
   kw = mm.env_params(point("mastermind", [("digits", "distinct")] * 3))
   assert kw == {"code_length": 3, "num_digits": 6, "duplicates": False, "max_turns": 3}

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from codjax.envs import make
-from codjax.envs.terminal.data import task_from_data, validate_data
+from codjax.envs.terminal.data import task_from_data
 from codjax.evolve import registry
 from codjax.evolve.base import EnvPoint, Pair
 from codjax.evolve.params.terminal import SEED_SEQUENCES, compose, task_problems
@@ -102,7 +102,16 @@ def test_explicit_data_point(param):
           "remote": [], "checks": [{"kind": "permission_equals", "machine": "local", "path": "/home/user/a/b.txt",
                                     "value": "700"}], "oracle": ["chmod 700 /home/user/a/b.txt"]}
   pt = _pt([("linux", "chmod")], seed=1, data=data)
-  assert param.env_params(pt) == {"task_data": validate_data(data), "agent_max_steps": 4}
+  # the canonical data (here already canonical) and H = 1 oracle line + 3 steps of slack
+  assert param.env_params(pt) == {"task_data": {
+      "os": "linux", "host": "192.168.1.40", "user": "ops", "instruction": "Make '/home/user/a/b.txt' mode 700",
+      "local": [{"path": "/home/user/a/b.txt", "type": "file", "content": "hi", "perm": "644"}], "remote": [],
+      "checks": [{"kind": "permission_equals", "machine": "local", "path": "/home/user/a/b.txt", "value": "700"}],
+      "oracle": ["chmod 700 /home/user/a/b.txt"]}, "agent_max_steps": 4}
+  # defaults filled in: a file's perm (644), a file item's type (file), its content (empty)
+  sparse = dict(data, local=[{"path": "/home/user/a/b.txt"}])
+  assert param.env_params(_pt([("linux", "chmod")], seed=1, data=sparse))["task_data"]["local"] == [
+      {"path": "/home/user/a/b.txt", "type": "file", "content": "", "perm": "644"}]
   v = verify(param, pt)
   assert v.accepted and v.oracle_turns == 1
   # the same data says a permission the instruction never states: not self-contained

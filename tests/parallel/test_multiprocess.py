@@ -177,9 +177,12 @@ def test_the_main_job_runs_two_steps_on_two_processes_and_only_process_0_writes(
     t.close()
   want = [r for r in read_jsonl(os.path.join(single, "metrics.jsonl")) if "train/loss" in r]
   got = [r for r in rows if "train/loss" in r]
+  assert [r["step"] for r in got] == [r["step"] for r in want] == [1, 2]  # both runs, step by step
   for g, w in zip(got, want):
     for k in ("reward_mean", "generated_tokens", "batch/tokens", "batch/loss_tokens", "hint_parse_rate"):
-      assert g.get(k) == w.get(k), (g["step"], k)
+      assert k in g and k in w, (g["step"], k)
+      assert g[k] == w[k], (g["step"], k)
+    assert g["generated_tokens"] > 0 and g["batch/loss_tokens"] > 0, g["step"]
     assert g["train/loss"] == pytest.approx(w["train/loss"], rel=1e-4, abs=1e-6)
     # abs: the main job's KL term to the SFT policy is zero at the first step up to rounding, and the reference
     # forward rounds differently on 2 processes x 4 devices than in one process (a 1.7e-9 gradient against 0.0

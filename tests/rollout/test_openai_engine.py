@@ -6,6 +6,8 @@ The server runs with ``--logprobs-mode processed_logprobs``, so its logprobs mus
 forward logprobs at the sampling temperature; see test_vllm_engine.py for the tolerance argument (ATOL).
 """
 
+import dataclasses
+import hashlib
 import http.server
 import json
 import socket
@@ -146,6 +148,21 @@ CONV = [{"role": "user", "content": "hello"}]
 PARAMS = SamplingParams(temperature=0.5, max_tokens=8)
 
 
+def hand_request_seed(seed: int, index: int) -> int:
+  """``request_seed`` written out: the first 32-bit word of numpy's ``SeedSequence([seed, index])``."""
+  return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+
+
+def hand_episode_turn_seed(seed: int, ep: Episode) -> int:
+  """``episode_turn_seed`` written out from its docstring: the environment name (24 bytes, zero-padded) and
+  kind (8 bytes) as big-endian integers, with seed, pack, repeat, position and turn, joined by commas, hashed
+  with SHA-256 (``derive_seed``: the first 8 bytes, big-endian, shifted right by one), below 2**31."""
+  name = int.from_bytes(ep.env_name.encode()[:24].ljust(24, b"\0"), "big")
+  kind = int.from_bytes(ep.kind.encode()[:8].ljust(8, b"\0"), "big")
+  text = ",".join(str(x) for x in (seed, name, ep.pack_id, ep.repeat_id, kind, ep.position, ep.num_turns))
+  return (int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1) % 2**31
+
+
 def test_transient_errors_are_retried_with_exponential_backoff(stub_factory):
   stub = stub_factory([(503, {"error": "busy"}, {}, 0.0), (502, {"error": "gateway"}, {}, 0.0)])
   with OpenAIEngine(stub.url, "m", backoff_s=0.1, max_retries=3) as eng:
@@ -258,9 +275,11 @@ def test_request_body_mapping(stub_factory):
   bodies = sorted((r[2] for r in stub.requests), key=lambda b: b["messages"][-1]["content"])
   for i, body in enumerate(bodies):
     assert body == {"model": "served", "messages": convs[i], "temperature": 0.3, "top_p": 0.9,
-                    "max_completion_tokens": 7, "top_k": 4, "seed": request_seed(3, i), "logprobs": True,
+                    "max_completion_tokens": 7, "top_k": 4, "seed": hand_request_seed(3, i), "logprobs": True,
                     "top_logprobs": 0, "return_token_ids": True}
   assert len({b["seed"] for b in bodies}) == 3
+  # the derivation pinned: request i of a call seeded with 3
+  assert [request_seed(3, i) for i in range(3)] == [hand_request_seed(3, i) for i in range(3)]
 
 
 def test_chat_logprobs_and_token_ids_are_parsed(stub_factory):
@@ -438,9 +457,10 @@ def test_openai_backend_seeds_by_episode_whatever_the_batch(stub_factory):
     backend.respond([eps[3]])
   seen = _seeds_seen(stub)
   assert all(len(v) == 1 for v in seen.values())  # one seed per episode (and turn), whatever the call
-  assert {k: v.pop() for k, v in seen.items()} == {ep.messages[-1]["content"]: episode_turn_seed(11, ep)
-                                                   for ep in eps}
-  assert len({episode_turn_seed(11, ep) for ep in eps}) == len(eps)
+  want = {ep.messages[-1]["content"]: hand_episode_turn_seed(11, ep) for ep in eps}
+  assert {k: v.pop() for k, v in seen.items()} == want
+  assert len(set(want.values())) == len(eps) and all(0 <= v < 2**31 for v in want.values())
+  assert [episode_turn_seed(11, ep) for ep in eps] == [hand_episode_turn_seed(11, ep) for ep in eps]
 
 
 def test_openai_backend_seeds_by_call_follow_the_batch_index(stub_factory):
@@ -452,7 +472,9 @@ def test_openai_backend_seeds_by_call_follow_the_batch_index(stub_factory):
     backend.respond(eps[::-1])
   seen = _seeds_seen(stub)
   first = eps[0].messages[-1]["content"]
-  assert seen[first] == {request_seed(11, 0), request_seed(11, 2)}
+  assert seen[first] == {hand_request_seed(11, 0), hand_request_seed(11, 2)}  # first in one call, last in the other
+  assert seen == {ep.messages[-1]["content"]: {hand_request_seed(11, i), hand_request_seed(11, 2 - i)}
+                  for i, ep in enumerate(eps)}
 
 
 @pytest.mark.parametrize("kw, match", [(dict(seed_by="turn"), "seed_by must be one of"),
@@ -544,12 +566,35 @@ def test_generate_token_ids_against_vllm_server(vllm_server, peaked_ckpt, model)
 
 
 @pytest.mark.slow
-def test_openai_backend_against_vllm_server(vllm_server, peaked_ckpt):
-  eps = [Episode(kind="solve", position=i, messages=[{"role": "system", "content": "Answer briefly."},
-                                                     {"role": "user", "content": f"task {i}"}]) for i in range(3)]
-  with OpenAIEngine(vllm_server, peaked_ckpt, timeout_s=120) as eng:
-    texts = OpenAIBackend(eng, SamplingParams(temperature=1.0, max_tokens=8, seed=0)).respond(eps)
-  assert len(texts) == 3 and all(isinstance(t, str) for t in texts)
+def test_openai_backend_against_vllm_server(vllm_server, peaked_ckpt, model):
+  """The backend's replies are the server's chat completions: greedy ones are the decoded argmax tokens of
+  codjax's own forward after the rendered chat prompt (at most max_tokens of them, "length" exactly at the
+  limit); seeded sampled ones reproduce, per call index (``seed_by="call"``) or per episode whatever the order
+  (``seed_by="episode"``), and other seeds draw other replies."""
+  tok = load_tokenizer(peaked_ckpt)
+  eps = [Episode(kind="solve", position=i, env_name="frozenlake",
+                 messages=[{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": f"task {i}"}])
+         for i in range(3)]
+  sampled = SamplingParams(temperature=1.0, max_tokens=8, seed=0)
+  with OpenAIEngine(vllm_server, peaked_ckpt, timeout_s=120, extra_body={"return_token_ids": True}) as eng:
+    greedy = OpenAIBackend(eng, SamplingParams(temperature=0.0, max_tokens=8)).respond(eps)
+    greedy_outs = eng.chat([ep.messages for ep in eps], SamplingParams(temperature=0.0, max_tokens=8))
+    by_call = OpenAIBackend(eng, sampled)
+    texts, again = by_call.respond(eps), by_call.respond(eps)
+    other_seed = OpenAIBackend(eng, dataclasses.replace(sampled, seed=1)).respond(eps)
+    by_episode = OpenAIBackend(eng, sampled, seed_by="episode")
+    forward, backward = by_episode.respond(eps), by_episode.respond(eps[::-1])[::-1]
+  assert greedy == [o.text for o in greedy_outs]
+  for ep, text, out in zip(eps, greedy, greedy_outs):
+    assert 0 < len(out.token_ids) <= 8 and out.finish_reason == ("length" if len(out.token_ids) == 8 else "stop")
+    prompt = encode_chat(tok, ep.messages, add_generation_prompt=True)
+    p0, n = len(prompt), len(out.token_ids)
+    logits = np.asarray(model(_padded(prompt + out.token_ids)))[0, p0 - 1:p0 - 1 + n]
+    assert out.token_ids == logits.argmax(-1).tolist(), ep.messages[-1]
+    assert text == tok.decode(out.token_ids, skip_special_tokens=True)
+  assert len(texts) == 3 and texts == again  # seeded: the same call draws the same replies
+  assert forward == backward  # seeded per episode: the same reply whatever the batch order
+  assert other_seed != texts  # the seed matters: sampling at T = 1 is not the greedy reply every time
 
 
 @pytest.mark.slow

@@ -112,8 +112,23 @@ def test_async_k0_reproduces_the_synchronous_loop(sync_and_async0):
   train = [r for r in async_rows if "train/loss" in r]
   assert all(r["async/staleness_max"] == 0 and r["async/dropped_batches"] == 0 for r in train)
   assert [r["async/policy_version"] for r in train] == [0, 1, 2]
-  assert all(0 <= r["async/trainer_idle_frac"] <= 1 and 0 <= r["async/producer_busy_frac"] <= 1 for r in train)
-  assert all(r["time/sync_s"] >= 0 for r in train)
+  # k = 0: batch s needs version s, which the step that trains batch s - 1 publishes, so nothing is ever queued
+  # behind the batch taken, and every batch starts by applying a version the engine never held (a measured,
+  # non-zero sync)
+  assert [r["async/batch_index"] for r in train] == [0, 1, 2]
+  assert [r["async/queue_depth"] for r in train] == [0, 0, 0]
+  assert all(r["time/sync_s"] > 0 for r in train), [r["time/sync_s"] for r in train]
+  for r in train:
+    assert r["async/trainer_idle_frac"] == pytest.approx(r["time/trainer_idle_s"] / r["time/step_s"], rel=1e-9)
+  # the first step starts the producer: the trainer waits for the whole first rollout (compilation included;
+  # at most the weight load may run before it starts waiting), and of the step's wall time the producer is
+  # busy at least that load and rollout and at most the part the trainer is not training: with k = 0 the
+  # producer waits for the next version while the trainer trains
+  first = train[0]
+  step_s, sync_s, roll_s = first["time/step_s"], first["time/sync_s"], first["time/rollout_s"]
+  assert first["time/trainer_idle_s"] >= 0.5 * roll_s, first
+  busy = first["async/producer_busy_frac"]
+  assert (sync_s + roll_s) / step_s - 1e-9 <= busy <= 1 - first["time/train_s"] / step_s + 1e-9, first
 
 
 @pytest.mark.slow
@@ -267,30 +282,51 @@ def test_close_abandons_the_batch_in_flight_and_ends_its_sessions():
 
 
 def test_pause_holds_the_producer_and_it_reapplies_the_newest_weights_after():
+  """Only the pause holds the producer here: with k = 1000 (queue of 1001) and nothing taken it would go on
+  rolling out. The paused block uses the engine (loads other weights, as an evaluation does), so afterwards
+  the producer must load the newest published weights again, even when no newer version was published."""
   eng = FakeEngine()
+  active = []  # generate calls in progress
 
   def produce(i):
     for _ in range(5):
-      eng.generate([[1]], None)
+      active.append(i)
+      try:
+        eng.generate([[1]], None)
+      finally:
+        active.remove(i)
     return [i], {"k": i + 1}, _fake_trajs(2)
 
-  ar = AsyncRollouts(produce, eng.update_weights, version=0, model="w0", first_batch=0, max_staleness=1,
+  def wait_for(cond, what):
+    deadline = time.monotonic() + 30
+    while not cond():
+      assert time.monotonic() < deadline, what
+      time.sleep(0.01)
+
+  ar = AsyncRollouts(produce, eng.update_weights, version=0, model="w0", first_batch=0, max_staleness=1000,
                      stale_policy="wait")
   try:
     got = ar.take(0)
     assert (got.batch.index, got.batch.version, got.batch.packs, got.batch.sampler_state) == (0, 0, [0], {"k": 1})
     assert got.staleness == [0, 0]  # every episode stamped with the version
+    wait_for(lambda: eng.calls >= 10, "the producer did not run ahead")  # the bound lets it run
+    with ar.paused():
+      assert not active  # the batch in flight finished before the block
+      n = eng.calls
+      eng.update_weights("eval")  # the block uses the engine
+      time.sleep(0.3)
+      assert eng.calls == n  # ~30 engine calls' time, none made: only the pause holds the producer
+    wait_for(lambda: eng.calls > n, "the producer did not resume after the pause")
+    assert eng.weights == ["w0", "eval", "w0"]  # the same version again: the engine's weights were replaced
     with ar.paused():
       n = eng.calls
-      time.sleep(0.3)
-      assert eng.calls == n  # no engine call while paused
       ar.publish(1, "w1")
-    deadline = time.monotonic() + 30
-    while eng.weights[-1] != "w1":
-      assert time.monotonic() < deadline
-      time.sleep(0.01)
-    assert eng.weights == ["w0", "w1"]
+      ar.publish(2, "w2")
+      time.sleep(0.1)
+      assert eng.calls == n and eng.weights[-1] == "w0"  # nothing applied while paused
+    wait_for(lambda: eng.calls > n, "the producer did not resume after the pause")
+    assert eng.weights == ["w0", "eval", "w0", "w2"]  # only the newest of the versions published meanwhile
     with pytest.raises(ValueError, match="not newer"):
-      ar.publish(1, "again")
+      ar.publish(2, "again")
   finally:
     ar.close()
