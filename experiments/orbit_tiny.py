@@ -48,5 +48,4 @@ def get_config():
   c.eval.at_end = True
   c.checkpoint.every = 0  # demo: no checkpoints
   c.log.tensorboard = False  # demo
-  c.log.progress = False  # demo
   return c

@@ -82,6 +82,12 @@ def episodes_to_sequences(scored) -> tuple[list[TrainSequence], list]:
   return [TrainSequence(ep.tokens, ep.loss_mask, ep.logprobs, score) for ep, score in kept], [ep for ep, _ in kept]
 
 
+# what the training progress bar shows after each step; with a lineage task source also the scheduler's figures
+# (the Environment Evolution paper's Figure 5: partially solved groups, pass rate, the batch's mean generation)
+PROGRESS_KEYS = ("reward_mean", "loss", "tok_per_s")
+SCHEDULER_KEYS = ("sched/partial_groups", "sched/pass_rate", "sched/batch_generation")
+
+
 def ensure_model_dir(cfg) -> str:
   """Returns the HF directory to load: ``model.path``, or with ``model.make_tiny`` the random tiny checkpoint of
   the config's generating settings, written first when absent (``codjax.train.base_model``: its directory, the
@@ -567,7 +573,7 @@ class Trainer:
       m = self.train_step()
       if self.step % cfg.log.every == 0 or self.step == cfg.total_steps:
         self.writer.write(self.step, m)
-      bar.update(m)
+      bar.update(m, keys=PROGRESS_KEYS + tuple(k for k in SCHEDULER_KEYS if k in m))
       if cfg.checkpoint.every and self.step % cfg.checkpoint.every == 0:
         self.save()
       if cfg.eval.every and self.step % cfg.eval.every == 0 and cfg.eval.num_packs:

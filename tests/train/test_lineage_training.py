@@ -24,9 +24,9 @@ def lineage_dir(tmp_path_factory):
   return str(d)
 
 
-def _run(train_config, run_dir, model, lineage_dir, steps, resume=False, scheduler="el"):
+def _run(train_config, run_dir, model, lineage_dir, steps, resume=False, scheduler="el", **over):
   cfg = train_config(run_dir, model, total_steps=steps, **{
-      "data.lineages.dir": lineage_dir, "data.lineages.scheduler": scheduler, "data.packs_per_step": 2})
+      "data.lineages.dir": lineage_dir, "data.lineages.scheduler": scheduler, "data.packs_per_step": 2, **over})
   t = Trainer(cfg, resume=resume)
   try:
     t.run()
@@ -37,9 +37,12 @@ def _run(train_config, run_dir, model, lineage_dir, steps, resume=False, schedul
 
 
 def test_lineage_runs_report_the_scheduler_and_resume_exactly(tmp_path, tiny_train_model, train_config,
-                                                             lineage_dir):
-  whole = _run(train_config, tmp_path / "whole", tiny_train_model, lineage_dir, 3)
+                                                             lineage_dir, capfd):
+  whole = _run(train_config, tmp_path / "whole", tiny_train_model, lineage_dir, 3, **{"log.progress": True})
   assert [r["step"] for r in whole] == [1, 2, 3]
+  # the progress bar shows the scheduler's figures beside the loss, not only metrics.jsonl
+  bar = capfd.readouterr().err
+  assert "sched/partial_groups=" in bar and "sched/pass_rate=" in bar and "loss=" in bar
   for r in whole:
     assert 0.0 <= r["sched/pass_rate"] <= 1.0 and 0.0 <= r["sched/partial_groups"] <= 1.0
     assert r["sched/live"] + r["sched/exhausted"] + r["sched/frozen"] == 3
