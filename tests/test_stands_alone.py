@@ -4,6 +4,8 @@ code and its results, not about how the code was produced.
 Scanned: the files ``git ls-files`` lists with a text suffix (this file excepted: it spells the patterns).
 Each finding names file and line:
   * a relative Markdown link ``[text](path)`` whose target does not exist (resolved from the linking file);
+  * in Markdown and notebooks, and in the comments and docstrings of Python files (their code's strings are
+    data, not citations):
   * a cited repository path (``codjax/...``, ``docs/...``, ``launch/...``, ``experiments/...``,
     ``benchmarks/...``, ``tests/...``, ``notebooks/...``) that does not exist; paths with wildcards or
     placeholders (``*``, ``{...}``, ``<...>``) are patterns, not citations, and are skipped;
@@ -20,9 +22,11 @@ from __future__ import annotations
 
 import ast
 import functools
+import io
 import pathlib
 import re
 import subprocess
+import tokenize
 
 import pytest
 
@@ -34,7 +38,7 @@ PATH_ROOTS = ("codjax", "docs", "launch", "experiments", "benchmarks", "tests", 
 LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
 # a path with a suffix of the project's own files, or a folder (trailing slash); other suffixes are data of
 # the tests (a simulated terminal's docs/a.txt)
-CITED_PATH = re.compile(r"(?<![\w./-])((?:%s)/(?:[\w.-]+/)*(?:[\w-]+(?:\.(?:py|md|ipynb|json|jinja|sh))?/?))(?![\w.])"
+CITED_PATH = re.compile(r"(?<![\w./-])((?:%s)/(?:[\w.-]+/)*(?:[\w-]+(?:\.(?:py|md|ipynb|json|jinja|sh))?/?))(?!\w|\.\w)"
                         % "|".join(PATH_ROOTS))
 DOTTED = re.compile(r"(?<![\w.])(codjax(?:\.[A-Za-z_]\w*)+)")
 OUTSIDE = re.compile(r"\.\./shared|shared/(?:spec|seeds)|\bseeds/0\d\d_|"
@@ -110,6 +114,29 @@ def dotted_problem(root: pathlib.Path, dotted: str) -> str | None:
   return None
 
 
+def prose_segments(text: str) -> dict[int, list[str]] | None:
+  """The prose of a Python source by line: its comments and docstrings, where a cited path or name is a citation;
+  string literals in code are data (a test's fake ``experiments/no_such_file.py``). None when the source does
+  not parse (then every line counts whole)."""
+  try:
+    tree = ast.parse(text)
+    tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+  except (SyntaxError, tokenize.TokenError):
+    return None
+  out: dict[int, list[str]] = {}
+  for t in tokens:
+    if t.type == tokenize.COMMENT:
+      out.setdefault(t.start[0], []).append(t.string)
+  lines = text.splitlines()
+  for node in ast.walk(tree):
+    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+      first = node.body[0]
+      if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        for ln in range(first.lineno, first.end_lineno + 1):
+          out.setdefault(ln, []).append(lines[ln - 1])
+  return out
+
+
 def scan(root: pathlib.Path, files: list[pathlib.Path]) -> dict[str, list[str]]:
   """Findings by kind ("link", "path", "name", "outside", "process"): 'file:line: what'."""
   found: dict[str, list[str]] = {"link": [], "path": [], "name": [], "outside": [], "process": []}
@@ -119,8 +146,10 @@ def scan(root: pathlib.Path, files: list[pathlib.Path]) -> dict[str, list[str]]:
       text = f.read_text()
     except UnicodeDecodeError:
       continue
+    prose = prose_segments(text) if f.suffix == ".py" else None
     for ln, line in enumerate(text.splitlines(), start=1):
       where = f"{rel}:{ln}"
+      cited = line if prose is None else " ".join(prose.get(ln, ()))  # paths and names: in prose only
       if f.suffix in (".md", ".ipynb"):
         for target in LINK.findall(line):
           target = target.split("#")[0]
@@ -128,14 +157,14 @@ def scan(root: pathlib.Path, files: list[pathlib.Path]) -> dict[str, list[str]]:
             continue
           if not (f.parent / target).exists():
             found["link"].append(f"{where}: link to a missing file {target}")
-      for path in CITED_PATH.findall(line):
-        if any(c in line[line.find(path):line.find(path) + len(path) + 1] for c in "*{<") or "*" in path:
+      for path in CITED_PATH.findall(cited):
+        if any(c in cited[cited.find(path):cited.find(path) + len(path) + 1] for c in "*{<") or "*" in path:
           continue
         if "." not in path.rsplit("/", 1)[-1] and not path.endswith("/") and path.count("/") < 2:
           continue  # "codjax/torch ratios": a bare word pair, not a path
         if not (root / path.rstrip("/.")).exists():
           found["path"].append(f"{where}: cites a missing path {path}")
-      for dotted in DOTTED.findall(line):
+      for dotted in DOTTED.findall(cited):
         why = dotted_problem(root, dotted.rstrip("."))
         if why:
           found["name"].append(f"{where}: {dotted}: {why}")
@@ -175,11 +204,15 @@ def test_the_scan_finds_one_of_each_kind(tmp_path):
       "The twenty-third session, issue 23's goal, (issue 7), in session 21; vLLM issue 4168, Megatron-LM issue 12,\n"
       "the next turn of session 1, BEATS[mine], docs/a.txt.\n")
   (tmp_path / "docs" / "b.md").write_text("fine\n")
-  found = scan(tmp_path, [tmp_path / "docs" / "a.md", tmp_path / "docs" / "b.md"])
+  (tmp_path / "docs" / "c.py").write_text('"""Reads codjax/models/gone2.py."""\n\nPATH = "codjax/models/data_only.py"  '
+                                          '# see codjax.models.qwen3.Gone\n')
+  found = scan(tmp_path, [tmp_path / "docs" / "a.md", tmp_path / "docs" / "b.md", tmp_path / "docs" / "c.py"])
   assert found["link"] == ["docs/a.md:1: link to a missing file c.md"]
-  assert found["path"] == ["docs/a.md:2: cites a missing path codjax/models/gone.py"]
+  assert found["path"] == ["docs/a.md:2: cites a missing path codjax/models/gone.py",
+                           "docs/c.py:1: cites a missing path codjax/models/gone2.py"]
   assert found["name"] == ["docs/a.md:3: codjax.models.qwen3.Missing: codjax.models.qwen3 defines no 'Missing'",
-                           "docs/a.md:3: codjax.gone: no module or name codjax.gone"]
+                           "docs/a.md:3: codjax.gone: no module or name codjax.gone",
+                           "docs/c.py:3: codjax.models.qwen3.Gone: codjax.models.qwen3 defines no 'Gone'"]
   assert [x.split(": ", 2)[2] for x in found["outside"]] == ["'orbit_evo'", "'../shared'"]
   assert [x.split(": ", 2)[2] for x in found["process"]] == ["'twenty-third session'", "'issue 23'", "'issue 7'",
                                                               "'in session 21'"]
