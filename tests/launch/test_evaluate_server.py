@@ -44,7 +44,8 @@ def command(out_dir, ckpt, base_url, *extra):
     f.write(CONFIG_TEXT)
   return [sys.executable, os.path.join(ROOT, "launch", "evaluate.py"), f"--config={config}", f"--out={out_dir}",
           "--engine=openai", f"--base_url={base_url}", f"--model_name={ckpt}", "--concurrency=32",
-          f"--tokenizer={ckpt}", "--config.model.make_tiny=False", f"--config.eval.num_packs={N_PACKS}",
+          f"--tokenizer={ckpt}", f"--config.model.path={ckpt}", "--config.model.make_tiny=False",
+          f"--config.eval.num_packs={N_PACKS}",
           "--config.eval.pack_size=3", "--config.rollout.max_response_tokens=16", *extra]
 
 

@@ -71,7 +71,8 @@ def test_export_equals_trainer_params_weight_by_weight(tmp_path, untied_model_di
   import torch
   from transformers import AutoModelForCausalLM
 
-  cfg = train_config(tmp_path / "run", untied_model_dir, **{"total_steps": 1, "checkpoint.every": 0})
+  cfg = train_config(tmp_path / "run", untied_model_dir, **{"total_steps": 1, "checkpoint.every": 0,
+                                                            "model.make_tiny": False})  # an exported model
   t = Trainer(cfg)
   try:
     t.run()

@@ -59,7 +59,9 @@ def test_tiny_hybrid_multi_teacher_opd_run(tmp_path, train_config):
     teachers[label] = str(tmp_path / f"teacher_{label}")
   cfg = train_config(tmp_path / "run", student, **HYBRID, **{
       "algorithm.loss": "opd", "algorithm.advantage": "grpo", "algorithm.red_weight": False,
-      "algorithm.entropy_coef": 0.0, "checkpoint.every": 0})
+      "algorithm.entropy_coef": 0.0, "checkpoint.every": 0,
+      # the student made above, trained as it is (its record names one environment; this run has two)
+      "model.make_tiny": False})
   env = dict(cfg.data.envs["fl"])
   cfg.data.envs = {"fl": env, "fl2": {**env, "proportion": env.get("proportion", 1.0)}}
   cfg.algorithm.teachers = teachers
